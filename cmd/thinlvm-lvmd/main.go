@@ -1,0 +1,157 @@
+// Command thinlvm-lvmd is lvmd: the node daemon that runs lvm2 behind a gRPC
+// API on a unix socket.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/klog/v2"
+
+	"github.com/thinlvm/thinlvm/lvmd/config"
+	"github.com/thinlvm/thinlvm/lvmd/lvm"
+	"github.com/thinlvm/thinlvm/lvmd/server"
+)
+
+type options struct {
+	configPath      string
+	listen          string
+	metricsAddress  string
+	lvmPath         string
+	commandTimeout  time.Duration
+	refreshInterval time.Duration
+}
+
+func main() {
+	var o options
+	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+	fs.StringVar(&o.configPath, "config", "/etc/thinlvm/lvmd.yaml", "Path of the device-class configuration file.")
+	fs.StringVar(&o.listen, "listen", "unix:///run/thinlvm/lvmd.sock", "Where to serve gRPC: unix:///path (mode 0600) or tcp://HOST:PORT (tests only).")
+	fs.StringVar(&o.metricsAddress, "metrics-address", "", "Serve Prometheus metrics on this HOST:PORT; empty for none.")
+	fs.StringVar(&o.lvmPath, "lvm-path", "lvm", "The lvm binary.")
+	fs.DurationVar(&o.commandTimeout, "command-timeout", 2*time.Minute, "Timeout of one lvm command.")
+	fs.DurationVar(&o.refreshInterval, "refresh-interval", 30*time.Second, "Refresh the lvm report this often when nothing changed it.")
+	klog.InitFlags(fs)
+	_ = fs.Parse(os.Args[1:])
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	logger := klog.Background()
+	if err := run(ctx, o, logger); err != nil {
+		logger.Error(err, "lvmd failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, logger klog.Logger) error {
+	cfg, err := config.Load(o.configPath)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := server.NewMetrics(reg)
+	runner := &lvm.ExecRunner{Path: o.lvmPath, OnRun: metrics.ObserveLVMCommand}
+	d := server.New(cfg, runner, metrics, server.Options{CommandTimeout: o.commandTimeout, RefreshInterval: o.refreshInterval}, logger)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		return err
+	}
+	lis, err := listen(o.listen)
+	if err != nil {
+		return err
+	}
+	gs := grpc.NewServer(grpc.UnaryInterceptor(d.UnaryInterceptor), grpc.StreamInterceptor(d.StreamInterceptor))
+	d.Register(gs)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+
+	errc := make(chan error, 2)
+	go func() { errc <- gs.Serve(lis) }()
+	var ms *http.Server
+	if o.metricsAddress != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		ms = &http.Server{Addr: o.metricsAddress, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := ms.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics server: %w", err)
+			}
+		}()
+	}
+	logger.Info("lvmd serving", "listen", o.listen, "metricsAddress", o.metricsAddress, "deviceClasses", len(cfg.DeviceClasses))
+
+	select {
+	case <-ctx.Done():
+		logger.Info("lvmd stopping")
+	case err = <-errc:
+	}
+	hs.Shutdown()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		gs.Stop()
+	}
+	if ms != nil {
+		_ = ms.Close()
+	}
+	return err
+}
+
+// listen opens unix:///path (replacing a stale socket, mode 0600) or
+// tcp://host:port.
+func listen(addr string) (net.Listener, error) {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	switch u.Scheme {
+	case "unix":
+		path := u.Path
+		if path == "" {
+			return nil, fmt.Errorf("listen address %q: no socket path", addr)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("create socket directory: %w", err)
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove stale socket: %w", err)
+		}
+		old := syscall.Umask(0o177) // the socket is created 0600: only root may call lvmd
+		lis, err := net.Listen("unix", path)
+		syscall.Umask(old)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", path, err)
+		}
+		return lis, nil
+	case "tcp":
+		lis, err := net.Listen("tcp", u.Host)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", u.Host, err)
+		}
+		return lis, nil
+	default:
+		return nil, fmt.Errorf("listen address %q: scheme must be unix or tcp", addr)
+	}
+}

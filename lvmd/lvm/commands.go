@@ -1,0 +1,152 @@
+package lvm
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// Client builds lvm commands from typed requests and runs them. Every name
+// is validated before a command is built. Client does not serialise calls:
+// its caller does.
+type Client struct {
+	Runner Runner
+}
+
+func sizeArg(bytes uint64) string { return strconv.FormatUint(bytes, 10) + "b" }
+
+func validateNames(vg string, lvs ...string) error {
+	if err := ValidateVGName(vg); err != nil {
+		return err
+	}
+	for _, lv := range lvs {
+		if err := ValidateLVName(lv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func addTags(args []string, tags []string) ([]string, error) {
+	for _, t := range tags {
+		if err := ValidateTag(t); err != nil {
+			return nil, err
+		}
+		args = append(args, "--addtag", t)
+	}
+	return args, nil
+}
+
+// FullReport reads the VGs and LVs of the named volume groups in one lvm
+// process.
+func (c *Client) FullReport(ctx context.Context, vgs []string) (*Report, error) {
+	for _, vg := range vgs {
+		if err := ValidateVGName(vg); err != nil {
+			return nil, err
+		}
+	}
+	out, err := c.Runner.Run(ctx, fullReportArgs(vgs)...)
+	if err != nil {
+		return nil, fmt.Errorf("report volume groups %v: %w", vgs, classify(err))
+	}
+	return ParseFullReport(out)
+}
+
+// ThinSpec describes a new thin LV.
+type ThinSpec struct {
+	VG, Pool, Name string
+	Size           uint64
+	Tags           []string
+	// ExtraArgs are a device class's lvcreateOptions, validated by the
+	// config.
+	ExtraArgs []string
+}
+
+// CreateThin creates and activates a thin LV.
+func (c *Client) CreateThin(ctx context.Context, s ThinSpec) error {
+	if err := validateNames(s.VG, s.Pool, s.Name); err != nil {
+		return err
+	}
+	args := []string{"lvcreate", "--yes", "--thin", s.VG + "/" + s.Pool, "--virtualsize", sizeArg(s.Size), "--name", s.Name}
+	args, err := addTags(args, s.Tags)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Runner.Run(ctx, append(args, s.ExtraArgs...)...); err != nil {
+		return fmt.Errorf("create thin lv %s/%s: %w", s.VG, s.Name, classify(err))
+	}
+	return nil
+}
+
+// SnapshotSpec describes a new thin snapshot.
+type SnapshotSpec struct {
+	VG, Source, Name string
+	ReadOnly         bool
+	// Activate makes the snapshot active now; lvm creates thin snapshots
+	// with activation skip set, and this clears it.
+	Activate  bool
+	Tags      []string
+	ExtraArgs []string
+}
+
+// CreateThinSnapshot creates a thin snapshot of a thin LV, of the source's
+// size.
+func (c *Client) CreateThinSnapshot(ctx context.Context, s SnapshotSpec) error {
+	if err := validateNames(s.VG, s.Source, s.Name); err != nil {
+		return err
+	}
+	args := []string{"lvcreate", "--yes", "--snapshot", s.VG + "/" + s.Source, "--name", s.Name}
+	if s.Activate {
+		args = append(args, "--setactivationskip", "n", "--activate", "y")
+	} else {
+		args = append(args, "--activate", "n")
+	}
+	if s.ReadOnly {
+		args = append(args, "--permission", "r")
+	}
+	args, err := addTags(args, s.Tags)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Runner.Run(ctx, append(args, s.ExtraArgs...)...); err != nil {
+		return fmt.Errorf("create thin snapshot %s/%s of %s: %w", s.VG, s.Name, s.Source, classify(err))
+	}
+	return nil
+}
+
+// Extend grows an LV to size bytes. Growing to the current size is
+// ErrSizeUnchanged, to a smaller one ErrShrink.
+func (c *Client) Extend(ctx context.Context, vg, name string, size uint64) error {
+	if err := validateNames(vg, name); err != nil {
+		return err
+	}
+	if _, err := c.Runner.Run(ctx, "lvextend", "--size", sizeArg(size), vg+"/"+name); err != nil {
+		return fmt.Errorf("extend lv %s/%s to %d bytes: %w", vg, name, size, classify(err))
+	}
+	return nil
+}
+
+// Remove removes an LV without asking.
+func (c *Client) Remove(ctx context.Context, vg, name string) error {
+	if err := validateNames(vg, name); err != nil {
+		return err
+	}
+	if _, err := c.Runner.Run(ctx, "lvremove", "--yes", "--force", vg+"/"+name); err != nil {
+		return fmt.Errorf("remove lv %s/%s: %w", vg, name, classify(err))
+	}
+	return nil
+}
+
+// AutoExtendPool grows a thin pool's data and metadata from VG free space by
+// lvm's own policy (as dmeventd would), when use is at or over threshold
+// percent: by percent of the current size.
+func (c *Client) AutoExtendPool(ctx context.Context, vg, pool string, threshold, percent int) error {
+	if err := validateNames(vg, pool); err != nil {
+		return err
+	}
+	policy := fmt.Sprintf("activation{thin_pool_autoextend_threshold=%d thin_pool_autoextend_percent=%d}", threshold, percent)
+	if _, err := c.Runner.Run(ctx, "lvextend", "--use-policies", "--config", policy, vg+"/"+pool); err != nil {
+		return fmt.Errorf("autoextend thin pool %s/%s: %w", vg, pool, classify(err))
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package lvm
+
+import (
+	"errors"
+	"strings"
+)
+
+// Sentinel errors for lvm outcomes; test them with errors.Is.
+var (
+	// ErrNotFound: the VG or LV does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: an LV of that name exists already.
+	ErrExists = errors.New("already exists")
+	// ErrInsufficientSpace: the VG or thin pool has no room.
+	ErrInsufficientSpace = errors.New("insufficient space")
+	// ErrSizeUnchanged: an extend to the LV's current size.
+	ErrSizeUnchanged = errors.New("size unchanged")
+	// ErrShrink: an extend to a size below the current one.
+	ErrShrink = errors.New("new size smaller than current size")
+	// ErrInvalidName: a name lvm2 would reject, refused before any command.
+	ErrInvalidName = errors.New("invalid name")
+)
+
+// classified wraps a *CommandError with the sentinel its stderr shows.
+type classified struct {
+	sentinel error
+	cause    *CommandError
+}
+
+func (c *classified) Error() string   { return c.cause.Error() }
+func (c *classified) Unwrap() []error { return []error{c.sentinel, c.cause} }
+
+// stderr fragments (LC_ALL=C) and the sentinel each one means. Only this
+// package reads lvm's stderr.
+var stderrClasses = []struct {
+	fragment string
+	sentinel error
+}{
+	{"insufficient free space", ErrInsufficientSpace},
+	{"insufficient suitable allocatable extents", ErrInsufficientSpace},
+	{"free space in thin pool", ErrInsufficientSpace}, // "... reached threshold"
+	{"thin pool is full", ErrInsufficientSpace},
+	{"out of data space", ErrInsufficientSpace},
+	{"already exists in volume group", ErrExists},
+	{"matches existing size", ErrSizeUnchanged},
+	{"not larger than existing size", ErrShrink},
+	{"failed to find logical volume", ErrNotFound},
+	{"not found", ErrNotFound},
+}
+
+// classify returns err wrapped with the sentinel its stderr shows, or err.
+func classify(err error) error {
+	var cerr *CommandError
+	if !errors.As(err, &cerr) {
+		return err
+	}
+	s := strings.ToLower(cerr.Stderr)
+	for _, c := range stderrClasses {
+		if strings.Contains(s, c.fragment) {
+			return &classified{sentinel: c.sentinel, cause: cerr}
+		}
+	}
+	return err
+}

@@ -1,0 +1,212 @@
+package lvm
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// VG is one volume group from a report.
+type VG struct {
+	Name       string
+	UUID       string
+	Size       uint64
+	Free       uint64
+	ExtentSize uint64
+}
+
+// LV is one logical volume from a report. Hidden LVs (lvm's "[name]") are
+// left out of reports.
+type LV struct {
+	Name            string
+	VG              string
+	UUID            string
+	Path            string
+	Size            uint64
+	Attr            string
+	Origin          string
+	Pool            string
+	Tags            []string
+	DataPercent     float64
+	MetadataPercent float64
+}
+
+// IsThinPool tells whether the LV is a thin pool.
+func (lv *LV) IsThinPool() bool { return len(lv.Attr) > 0 && lv.Attr[0] == 't' }
+
+// IsThin tells whether the LV is a thin volume (thin snapshots included).
+func (lv *LV) IsThin() bool { return len(lv.Attr) > 0 && lv.Attr[0] == 'V' }
+
+// ReadOnly tells whether the LV's permission is read-only.
+func (lv *LV) ReadOnly() bool { return len(lv.Attr) > 1 && lv.Attr[1] == 'r' }
+
+// Active tells whether the LV is active (has a device node).
+func (lv *LV) Active() bool { return len(lv.Attr) > 4 && lv.Attr[4] == 'a' }
+
+// HasTag tells whether the LV carries tag.
+func (lv *LV) HasTag(tag string) bool {
+	for _, t := range lv.Tags {
+		if t == tag {
+			return true
+		}
+	}
+	return false
+}
+
+// Report is what one `lvm fullreport` says of the volume groups it covers.
+type Report struct {
+	VGs []VG
+	LVs []LV
+}
+
+// VG returns the volume group named name, or nil.
+func (r *Report) VG(name string) *VG {
+	for i := range r.VGs {
+		if r.VGs[i].Name == name {
+			return &r.VGs[i]
+		}
+	}
+	return nil
+}
+
+// LV returns the LV vg/name, or nil.
+func (r *Report) LV(vg, name string) *LV {
+	for i := range r.LVs {
+		if r.LVs[i].VG == vg && r.LVs[i].Name == name {
+			return &r.LVs[i]
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy, so that a published report is never mutated.
+func (r *Report) Clone() *Report {
+	c := &Report{VGs: append([]VG(nil), r.VGs...), LVs: make([]LV, len(r.LVs))}
+	for i, lv := range r.LVs {
+		lv.Tags = append([]string(nil), lv.Tags...)
+		c.LVs[i] = lv
+	}
+	return c
+}
+
+// The fields a report asks for; the wire structs below name the same ones.
+var (
+	vgFields = "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size"
+	lvFields = "lv_uuid,lv_name,lv_path,lv_size,lv_attr,lv_tags,origin,pool_lv,vg_name,data_percent,metadata_percent"
+)
+
+// fullReportArgs is the one read command lvmd runs: VGs and LVs in one lvm
+// process, the other sub-reports switched off.
+func fullReportArgs(vgs []string) []string {
+	args := []string{"fullreport", "--reportformat", "json", "--units", "b", "--nosuffix",
+		"--configreport", "vg", "-o", vgFields,
+		"--configreport", "lv", "-o", lvFields,
+		"--configreport", "pv", "-o,",
+		"--configreport", "pvseg", "-o,",
+		"--configreport", "seg", "-o,"}
+	return append(args, vgs...)
+}
+
+type wireReport struct {
+	Report []struct {
+		VG []map[string]string `json:"vg"`
+		LV []map[string]string `json:"lv"`
+	} `json:"report"`
+}
+
+// ParseFullReport parses the JSON of `lvm fullreport --reportformat json
+// --units b --nosuffix`. Every value in lvm's JSON is a string; empty
+// objects (switched-off sub-reports) and hidden LVs are skipped.
+func ParseFullReport(data []byte) (*Report, error) {
+	var w wireReport
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, fmt.Errorf("parse lvm report: %w", err)
+	}
+	r := &Report{}
+	for _, part := range w.Report {
+		for _, m := range part.VG {
+			if len(m) == 0 {
+				continue
+			}
+			vg, err := parseVG(m)
+			if err != nil {
+				return nil, err
+			}
+			r.VGs = append(r.VGs, vg)
+		}
+		for _, m := range part.LV {
+			if len(m) == 0 || strings.HasPrefix(m["lv_name"], "[") {
+				continue
+			}
+			lv, err := parseLV(m)
+			if err != nil {
+				return nil, err
+			}
+			r.LVs = append(r.LVs, lv)
+		}
+	}
+	return r, nil
+}
+
+func parseVG(m map[string]string) (VG, error) {
+	vg := VG{Name: m["vg_name"], UUID: m["vg_uuid"]}
+	var err error
+	if vg.Size, err = parseBytes(m, "vg_size"); err != nil {
+		return vg, err
+	}
+	if vg.Free, err = parseBytes(m, "vg_free"); err != nil {
+		return vg, err
+	}
+	if vg.ExtentSize, err = parseBytes(m, "vg_extent_size"); err != nil {
+		return vg, err
+	}
+	return vg, nil
+}
+
+func parseLV(m map[string]string) (LV, error) {
+	lv := LV{
+		Name: m["lv_name"], VG: m["vg_name"], UUID: m["lv_uuid"], Path: m["lv_path"],
+		Attr: m["lv_attr"], Origin: m["origin"], Pool: m["pool_lv"],
+	}
+	if t := m["lv_tags"]; t != "" {
+		lv.Tags = strings.Split(t, ",")
+	}
+	var err error
+	if lv.Size, err = parseBytes(m, "lv_size"); err != nil {
+		return lv, err
+	}
+	if lv.DataPercent, err = parsePercent(m, "data_percent"); err != nil {
+		return lv, err
+	}
+	if lv.MetadataPercent, err = parsePercent(m, "metadata_percent"); err != nil {
+		return lv, err
+	}
+	return lv, nil
+}
+
+func parseBytes(m map[string]string, key string) (uint64, error) {
+	s, ok := m[key]
+	if !ok {
+		return 0, fmt.Errorf("parse lvm report: field %s missing", key)
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse lvm report: field %s=%q: %w", key, s, err)
+	}
+	return v, nil
+}
+
+// parsePercent parses a percentage; lvm leaves it empty where it does not
+// apply (a thin pool's metadata_percent on a thin LV, an inactive LV).
+func parsePercent(m map[string]string, key string) (float64, error) {
+	s := m[key]
+	if s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse lvm report: field %s=%q: %w", key, s, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,403 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/thinlvm/thinlvm/lvmd/config"
+	"github.com/thinlvm/thinlvm/lvmd/lvm"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+)
+
+type lvService struct {
+	pb.UnimplementedLVServiceServer
+	d *Daemon
+}
+
+var _ pb.LVServiceServer = (*lvService)(nil)
+
+// request is the validated common part of an LV request.
+type request struct {
+	dc   *config.DeviceClass
+	name string
+}
+
+func (d *Daemon) validate(name, class string, tags []string) (request, error) {
+	if err := lvm.ValidateLVName(name); err != nil {
+		return request{}, err
+	}
+	for _, t := range tags {
+		if err := lvm.ValidateTag(t); err != nil {
+			return request{}, err
+		}
+	}
+	dc, err := d.class(class)
+	if err != nil {
+		return request{}, err
+	}
+	return request{dc: dc, name: name}, nil
+}
+
+// lookup finds the LV of a request in r. It returns nil when there is no LV
+// of that name in the VG, and errNotManaged (wrapped) when there is one that
+// lvmd does not own in this device class.
+func lookup(r *lvm.Report, req request) (*lvm.LV, error) {
+	lv := r.LV(req.dc.VolumeGroup, req.name)
+	if lv == nil {
+		return nil, nil
+	}
+	if !lv.HasTag(managedTag) {
+		return lv, fmt.Errorf("%w: lv %s/%s exists without the %q tag", errNotManaged, lv.VG, lv.Name, managedTag)
+	}
+	if lv.Pool != req.dc.ThinPool {
+		return lv, fmt.Errorf("%w: lv %s/%s belongs to thin pool %q, not to device class %s", errNotManaged, lv.VG, lv.Name, lv.Pool, req.dc.Name)
+	}
+	return lv, nil
+}
+
+func toProto(dc *config.DeviceClass, lv *lvm.LV) *pb.LogicalVolume {
+	return &pb.LogicalVolume{
+		Name: lv.Name, DeviceClass: dc.Name, VolumeGroup: lv.VG, SizeBytes: lv.Size,
+		DevicePath: "/dev/" + lv.VG + "/" + lv.Name, Origin: lv.Origin,
+		Tags: append([]string(nil), lv.Tags...), ReadOnly: lv.ReadOnly(), Active: lv.Active(), Uuid: lv.UUID,
+	}
+}
+
+// checkRoom refuses a new virtual size of need bytes when the pool is over
+// its high-water mark or the device class has less available. An over-full
+// pool with autoextend on is grown first. Called with the lock held.
+func (d *Daemon) checkRoom(ctx context.Context, dc *config.DeviceClass, need uint64) error {
+	c, err := capacity(dc, d.store.current().report)
+	if err != nil {
+		return err
+	}
+	if dc.AutoExtend != nil && d.needsExtend(dc, d.store.current().report) {
+		if err := d.store.refreshLocked(ctx); err != nil { // refreshLocked runs the autoextend
+			return err
+		}
+		if c, err = capacity(dc, d.store.current().report); err != nil {
+			return err
+		}
+	}
+	if overHighWatermark(dc, c) {
+		return fmt.Errorf("%w: thin pool %s/%s is over its high-water mark: data %.2f%% (limit %g%%), metadata %.2f%% (limit %g%%)",
+			errNoSpace, dc.VolumeGroup, dc.ThinPool, c.DataPercent, dc.DataHighWatermarkPercent, c.MetadataPercent, dc.MetadataHighWatermarkPercent)
+	}
+	if need > c.AvailableBytes {
+		return fmt.Errorf("%w: %d bytes requested, device class %s has %d bytes available (thin pool %s/%s: data %.2f%%, metadata %.2f%%, %d of %d bytes allocated virtually, overprovision ratio %g)",
+			errNoSpace, need, dc.Name, c.AvailableBytes, dc.VolumeGroup, dc.ThinPool, c.DataPercent, c.MetadataPercent, c.VirtualBytes, c.ThinPoolSizeBytes, dc.OverprovisionRatio)
+	}
+	return nil
+}
+
+func (d *Daemon) extentSize(dc *config.DeviceClass) (uint64, error) {
+	vg := d.store.current().report.VG(dc.VolumeGroup)
+	if vg == nil {
+		return 0, fmt.Errorf("volume group %s: %w", dc.VolumeGroup, lvm.ErrNotFound)
+	}
+	return vg.ExtentSize, nil
+}
+
+func withTags(tags []string) []string {
+	out := []string{managedTag}
+	for _, t := range tags {
+		if t != managedTag {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// retryOnExists runs create; when lvm says the LV exists although the
+// cached report did not show it (made outside lvmd since the last refresh),
+// it refreshes once and runs decide again. Called with the lock held.
+func (d *Daemon) retryOnExists(ctx context.Context, decide func() (*pb.LogicalVolume, bool, error)) (*pb.LogicalVolume, error) {
+	for attempt := 0; ; attempt++ {
+		lv, done, err := decide()
+		if err == nil || done || attempt > 0 || !errors.Is(err, lvm.ErrExists) {
+			return lv, err
+		}
+		if rerr := d.store.refreshLocked(ctx); rerr != nil {
+			return nil, errors.Join(err, rerr)
+		}
+	}
+}
+
+func (s *lvService) CreateLV(ctx context.Context, req *pb.CreateLVRequest) (*pb.CreateLVResponse, error) {
+	d := s.d
+	r, err := d.validate(req.GetName(), req.GetDeviceClass(), req.GetTags())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetSizeBytes() == 0 {
+		return nil, fmt.Errorf("%w: size_bytes must be > 0", errInvalid)
+	}
+	unlock := d.store.lock()
+	defer unlock()
+	mctx, cancel := d.mutationContext(ctx)
+	defer cancel()
+	vol, err := d.retryOnExists(mctx, func() (*pb.LogicalVolume, bool, error) {
+		ext, err := d.extentSize(r.dc)
+		if err != nil {
+			return nil, true, err
+		}
+		size := roundUp(req.GetSizeBytes(), ext)
+		existing, err := lookup(d.store.current().report, r)
+		if err != nil {
+			return nil, true, fmt.Errorf("%w: %w", errConflict, err)
+		}
+		if existing != nil {
+			if existing.Origin != "" || existing.Size != size {
+				return nil, true, fmt.Errorf("%w: lv %s/%s exists with size %d and origin %q, requested size %d and no origin",
+					errConflict, existing.VG, existing.Name, existing.Size, existing.Origin, size)
+			}
+			return toProto(r.dc, existing), true, nil
+		}
+		if err := d.checkRoom(mctx, r.dc, size); err != nil {
+			return nil, true, err
+		}
+		tags := withTags(req.GetTags())
+		err = d.lvm.CreateThin(mctx, lvm.ThinSpec{VG: r.dc.VolumeGroup, Pool: r.dc.ThinPool, Name: r.name, Size: size, Tags: tags, ExtraArgs: r.dc.LVCreateOptions})
+		if err != nil {
+			return nil, false, err
+		}
+		lv := lvm.LV{Name: r.name, VG: r.dc.VolumeGroup, Size: size, Attr: "Vwi-a-tz--", Pool: r.dc.ThinPool, Tags: tags,
+			Path: "/dev/" + r.dc.VolumeGroup + "/" + r.name}
+		d.store.amend(func(rep *lvm.Report) { rep.LVs = append(rep.LVs, lv) })
+		return toProto(r.dc, &lv), true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CreateLVResponse{Volume: vol}, nil
+}
+
+func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRequest) (*pb.CreateSnapshotResponse, error) {
+	d := s.d
+	r, err := d.validate(req.GetName(), req.GetDeviceClass(), req.GetTags())
+	if err != nil {
+		return nil, err
+	}
+	if err := lvm.ValidateLVName(req.GetSourceName()); err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	if req.GetSourceName() == req.GetName() {
+		return nil, fmt.Errorf("%w: snapshot and source have the same name %q", errInvalid, req.GetName())
+	}
+	unlock := d.store.lock()
+	defer unlock()
+	mctx, cancel := d.mutationContext(ctx)
+	defer cancel()
+	vol, err := d.retryOnExists(mctx, func() (*pb.LogicalVolume, bool, error) {
+		rep := d.store.current().report
+		src, err := lookup(rep, request{dc: r.dc, name: req.GetSourceName()})
+		if src == nil || err != nil {
+			return nil, true, fmt.Errorf("%w: source lv %s/%s in device class %s", errNotFound, r.dc.VolumeGroup, req.GetSourceName(), r.dc.Name)
+		}
+		ext, err := d.extentSize(r.dc)
+		if err != nil {
+			return nil, true, err
+		}
+		size := src.Size
+		if req.GetSizeBytes() > 0 {
+			if size = roundUp(req.GetSizeBytes(), ext); size < src.Size {
+				return nil, true, fmt.Errorf("%w: snapshot size %d is smaller than source %s size %d", errShrink, size, src.Name, src.Size)
+			}
+		}
+		existing, err := lookup(rep, r)
+		if err != nil {
+			return nil, true, fmt.Errorf("%w: %w", errConflict, err)
+		}
+		if existing != nil {
+			if existing.Origin != src.Name || existing.ReadOnly() != req.GetReadOnly() || existing.Size > size {
+				return nil, true, fmt.Errorf("%w: lv %s/%s exists with origin %q, size %d, read-only %t; requested origin %q, size %d, read-only %t",
+					errConflict, existing.VG, existing.Name, existing.Origin, existing.Size, existing.ReadOnly(), src.Name, size, req.GetReadOnly())
+			}
+			if existing.Size < size { // a restart between create and extend: finish the work
+				if err := d.extend(mctx, r.dc, existing.Name, size); err != nil {
+					return nil, true, err
+				}
+				existing = d.store.current().report.LV(r.dc.VolumeGroup, r.name)
+			}
+			return toProto(r.dc, existing), true, nil
+		}
+		if err := d.checkRoom(mctx, r.dc, size); err != nil {
+			return nil, true, err
+		}
+		tags := withTags(req.GetTags())
+		err = d.lvm.CreateThinSnapshot(mctx, lvm.SnapshotSpec{VG: r.dc.VolumeGroup, Source: src.Name, Name: r.name,
+			ReadOnly: req.GetReadOnly(), Activate: true, Tags: tags, ExtraArgs: r.dc.LVCreateOptions})
+		if err != nil {
+			return nil, false, err
+		}
+		attr := "Vwi-a-tz--"
+		if req.GetReadOnly() {
+			attr = "Vri-a-tz--"
+		}
+		lv := lvm.LV{Name: r.name, VG: r.dc.VolumeGroup, Size: src.Size, Attr: attr, Origin: src.Name, Pool: r.dc.ThinPool,
+			Tags: tags, Path: "/dev/" + r.dc.VolumeGroup + "/" + r.name}
+		d.store.amend(func(rep *lvm.Report) { rep.LVs = append(rep.LVs, lv) })
+		if size > src.Size {
+			if err := d.extend(mctx, r.dc, r.name, size); err != nil {
+				// Leave nothing half-made: a snapshot of the wrong size would
+				// be returned by the next, idempotent call.
+				if rerr := d.remove(mctx, r.dc, r.name); rerr != nil {
+					return nil, true, errors.Join(err, fmt.Errorf("roll back snapshot: %w", rerr))
+				}
+				return nil, true, err
+			}
+			lv.Size = size
+		}
+		return toProto(r.dc, &lv), true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CreateSnapshotResponse{Volume: vol}, nil
+}
+
+// extend grows an LV and amends the view. Called with the lock held.
+func (d *Daemon) extend(ctx context.Context, dc *config.DeviceClass, name string, size uint64) error {
+	err := d.lvm.Extend(ctx, dc.VolumeGroup, name, size)
+	if err != nil && !errors.Is(err, lvm.ErrSizeUnchanged) {
+		return err
+	}
+	d.store.amend(func(rep *lvm.Report) {
+		if lv := rep.LV(dc.VolumeGroup, name); lv != nil {
+			lv.Size = size
+		}
+	})
+	return nil
+}
+
+// remove removes an LV and amends the view. Called with the lock held.
+func (d *Daemon) remove(ctx context.Context, dc *config.DeviceClass, name string) error {
+	err := d.lvm.Remove(ctx, dc.VolumeGroup, name)
+	if err != nil && !errors.Is(err, lvm.ErrNotFound) {
+		return err
+	}
+	d.store.amend(func(rep *lvm.Report) {
+		lvs := rep.LVs[:0]
+		for _, lv := range rep.LVs {
+			if lv.VG == dc.VolumeGroup && lv.Name == name {
+				continue
+			}
+			if lv.VG == dc.VolumeGroup && lv.Origin == name {
+				lv.Origin = "" // thin snapshots outlive their origin
+			}
+			lvs = append(lvs, lv)
+		}
+		rep.LVs = lvs
+	})
+	return nil
+}
+
+func (s *lvService) ResizeLV(ctx context.Context, req *pb.ResizeLVRequest) (*pb.ResizeLVResponse, error) {
+	d := s.d
+	r, err := d.validate(req.GetName(), req.GetDeviceClass(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetSizeBytes() == 0 {
+		return nil, fmt.Errorf("%w: size_bytes must be > 0", errInvalid)
+	}
+	unlock := d.store.lock()
+	defer unlock()
+	mctx, cancel := d.mutationContext(ctx)
+	defer cancel()
+	lv, err := lookup(d.store.current().report, r)
+	if err != nil {
+		return nil, err
+	}
+	if lv == nil {
+		return nil, fmt.Errorf("%w: lv %s/%s", errNotFound, r.dc.VolumeGroup, r.name)
+	}
+	ext, err := d.extentSize(r.dc)
+	if err != nil {
+		return nil, err
+	}
+	size := roundUp(req.GetSizeBytes(), ext)
+	switch {
+	case size < lv.Size:
+		return nil, fmt.Errorf("%w: lv %s/%s is %d bytes, requested %d: thin LVs only grow", errShrink, lv.VG, lv.Name, lv.Size, size)
+	case size == lv.Size:
+		return &pb.ResizeLVResponse{Volume: toProto(r.dc, lv)}, nil
+	}
+	if err := d.checkRoom(mctx, r.dc, size-lv.Size); err != nil {
+		return nil, err
+	}
+	if err := d.extend(mctx, r.dc, r.name, size); err != nil {
+		return nil, err
+	}
+	return &pb.ResizeLVResponse{Volume: toProto(r.dc, d.store.current().report.LV(r.dc.VolumeGroup, r.name))}, nil
+}
+
+func (s *lvService) RemoveLV(ctx context.Context, req *pb.RemoveLVRequest) (*pb.RemoveLVResponse, error) {
+	d := s.d
+	r, err := d.validate(req.GetName(), req.GetDeviceClass(), nil)
+	if err != nil {
+		return nil, err
+	}
+	unlock := d.store.lock()
+	defer unlock()
+	mctx, cancel := d.mutationContext(ctx)
+	defer cancel()
+	lv, err := lookup(d.store.current().report, r)
+	if err != nil {
+		return nil, err
+	}
+	if lv == nil {
+		return &pb.RemoveLVResponse{}, nil
+	}
+	if err := d.remove(mctx, r.dc, r.name); err != nil {
+		return nil, err
+	}
+	return &pb.RemoveLVResponse{}, nil
+}
+
+func (s *lvService) GetLV(_ context.Context, req *pb.GetLVRequest) (*pb.GetLVResponse, error) {
+	d := s.d
+	r, err := d.validate(req.GetName(), req.GetDeviceClass(), nil)
+	if err != nil {
+		return nil, err
+	}
+	lv, err := lookup(d.store.current().report, r)
+	if lv == nil || err != nil {
+		return nil, fmt.Errorf("%w: lv %s/%s in device class %s", errNotFound, r.dc.VolumeGroup, r.name, r.dc.Name)
+	}
+	return &pb.GetLVResponse{Volume: toProto(r.dc, lv)}, nil
+}
+
+func (s *lvService) ListLVs(_ context.Context, req *pb.ListLVsRequest) (*pb.ListLVsResponse, error) {
+	d := s.d
+	classes := d.cfg.DeviceClasses
+	if req.GetDeviceClass() != "" {
+		dc, err := d.class(req.GetDeviceClass())
+		if err != nil {
+			return nil, err
+		}
+		classes = []config.DeviceClass{*dc}
+	}
+	if t := req.GetTag(); t != "" {
+		if err := lvm.ValidateTag(t); err != nil {
+			return nil, err
+		}
+	}
+	rep := d.store.current().report
+	resp := &pb.ListLVsResponse{}
+	for i := range classes {
+		dc := &classes[i]
+		for j := range rep.LVs {
+			lv := &rep.LVs[j]
+			if lv.VG != dc.VolumeGroup || lv.Pool != dc.ThinPool || !lv.HasTag(managedTag) {
+				continue
+			}
+			if req.GetTag() != "" && !lv.HasTag(req.GetTag()) {
+				continue
+			}
+			resp.Volumes = append(resp.Volumes, toProto(dc, lv))
+		}
+	}
+	return resp, nil
+}

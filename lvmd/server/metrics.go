@@ -1,0 +1,78 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const (
+	namespace = "thinlvm"
+	subsystem = "lvmd"
+)
+
+// Metrics are lvmd's Prometheus metrics.
+type Metrics struct {
+	rpcDuration   *prometheus.HistogramVec
+	rpcErrors     *prometheus.CounterVec
+	lvmCommands   *prometheus.CounterVec
+	lvmDuration   *prometheus.HistogramVec
+	vgSize        *prometheus.GaugeVec
+	vgFree        *prometheus.GaugeVec
+	poolSize      *prometheus.GaugeVec
+	poolData      *prometheus.GaugeVec
+	poolMeta      *prometheus.GaugeVec
+	virtualBytes  *prometheus.GaugeVec
+	availableByte *prometheus.GaugeVec
+	lvCount       *prometheus.GaugeVec
+	generation    prometheus.Gauge
+}
+
+// NewMetrics creates lvmd's metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	class := []string{"device_class"}
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help}, class)
+	}
+	m := &Metrics{
+		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "rpc_duration_seconds",
+			Help: "Latency of lvmd's gRPC calls.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"method"}),
+		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "rpc_errors_total",
+			Help: "gRPC calls that failed, by method and status code.",
+		}, []string{"method", "code"}),
+		lvmCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "lvm_commands_total",
+			Help: "lvm processes lvmd started, by subcommand and result.",
+		}, []string{"command", "result"}),
+		lvmDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "lvm_command_duration_seconds",
+			Help: "Run time of lvm processes, by subcommand.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+		}, []string{"command"}),
+		vgSize:        gauge("vg_size_bytes", "Size of the device class's volume group."),
+		vgFree:        gauge("vg_free_bytes", "Free space of the device class's volume group."),
+		poolSize:      gauge("thinpool_size_bytes", "Size of the device class's thin pool."),
+		poolData:      gauge("thinpool_data_percent", "Data use of the thin pool, in percent."),
+		poolMeta:      gauge("thinpool_metadata_percent", "Metadata use of the thin pool, in percent."),
+		virtualBytes:  gauge("thinpool_virtual_bytes", "Sum of the sizes of the thin LVs in the pool."),
+		availableByte: gauge("available_bytes", "Largest new volume the device class accepts now."),
+		lvCount:       gauge("lvs", "Number of thinlvm LVs in the device class."),
+		generation: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "report_generation",
+			Help: "Generation of the published lvm report.",
+		}),
+	}
+	reg.MustRegister(m.rpcDuration, m.rpcErrors, m.lvmCommands, m.lvmDuration, m.vgSize, m.vgFree,
+		m.poolSize, m.poolData, m.poolMeta, m.virtualBytes, m.availableByte, m.lvCount, m.generation)
+	return m
+}
+
+// ObserveLVMCommand records one lvm process; it fits lvm.ExecRunner.OnRun.
+func (m *Metrics) ObserveLVMCommand(command string, seconds float64, err error) {
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	m.lvmCommands.WithLabelValues(command, result).Inc()
+	m.lvmDuration.WithLabelValues(command).Observe(seconds)
+}
