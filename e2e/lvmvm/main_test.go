@@ -1,0 +1,97 @@
+package lvmvm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+)
+
+// The VM is booted once per package run; every test and benchmark shares
+// it, each on its own device class.
+var (
+	testVM   *VM
+	lvmdConn *grpc.ClientConn
+	lvs      pb.LVServiceClient
+	vgs      pb.VGServiceClient
+)
+
+// lvmdConfig is the device classes of the test lvmd: one VG and thin pool
+// per disk, so that tests of a full pool do not disturb the others.
+const lvmdConfig = `deviceClasses:
+- name: ssd
+  volumeGroup: vg0
+  thinPool: pool0
+  overprovisionRatio: 4
+  default: true
+- name: small
+  volumeGroup: vgsmall
+  thinPool: pool
+  overprovisionRatio: 10
+  dataHighWatermarkPercent: 80
+- name: grow
+  volumeGroup: vggrow
+  thinPool: pool
+  overprovisionRatio: 10
+  autoExtend: {thresholdPercent: 60, percent: 100}
+- name: bench
+  volumeGroup: vgbench
+  thinPool: pool
+  overprovisionRatio: 10
+`
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var err error
+	testVM, err = Start(ctx, Options{Disks: []string{"16G", "1G", "1G", "16G"}, Log: os.Stderr})
+	if err != nil {
+		// No skip: a machine that cannot boot the VM fails the suite.
+		fmt.Fprintf(os.Stderr, "FAIL: boot the real-LVM VM: %v\n", err)
+		return 1
+	}
+	defer testVM.Stop()
+	for _, p := range []struct{ disk, vg, pool, size, meta string }{
+		{"/dev/vda", "vg0", "pool0", "4G", "64M"},
+		{"/dev/vdb", "vgsmall", "pool", "64M", "4M"},
+		{"/dev/vdc", "vggrow", "pool", "64M", "4M"},
+		{"/dev/vdd", "vgbench", "pool", "8G", "64M"},
+	} {
+		if err := testVM.SetupThinPool(ctx, p.disk, p.vg, p.pool, p.size, p.meta); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: set up %s: %v\n", p.vg, err)
+			return 1
+		}
+	}
+	if err := testVM.StartLVMD(ctx, lvmdConfig, "--refresh-interval", "2s"); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: start lvmd: %v\n", err)
+		return 1
+	}
+	lvmdConn, err = testVM.DialLVMD()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: dial lvmd: %v\n", err)
+		return 1
+	}
+	defer lvmdConn.Close()
+	lvs, vgs = pb.NewLVServiceClient(lvmdConn), pb.NewVGServiceClient(lvmdConn)
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "--- lvmd log (tail) ---\n%s\n", tail(testVM.LVMDLog(), 6000))
+	}
+	return code
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
