@@ -12,6 +12,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -103,7 +104,7 @@ func (vm *VM) LVMDMetrics(ctx context.Context) (map[string]*dto.MetricFamily, er
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scrape lvmd metrics: %s", resp.Status)
 	}
-	var p expfmt.TextParser
+	p := expfmt.NewTextParser(model.UTF8Validation)
 	return p.TextToMetricFamilies(resp.Body)
 }
 

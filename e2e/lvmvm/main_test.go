@@ -71,7 +71,7 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	if err := testVM.StartLVMD(ctx, lvmdConfig, "--refresh-interval", "2s"); err != nil {
+	if err := testVM.StartLVMD(ctx, lvmdConfig, "--refresh-interval", "2s", "-v", "3"); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: start lvmd: %v\n", err)
 		return 1
 	}

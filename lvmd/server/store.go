@@ -36,7 +36,7 @@ type store struct {
 	debounce, maxStale, interval time.Duration
 
 	mu      sync.Mutex
-	pending atomic.Int32 // mutations waiting for or holding mu
+	pending atomic.Int32 // callers waiting for or holding mu
 	lastEnd atomic.Int64 // unix nanoseconds the last mutation released mu
 	view    atomic.Pointer[view]
 	dirty   chan struct{}
@@ -54,7 +54,7 @@ type store struct {
 func newStore(client *lvm.Client, vgs []string, log logr.Logger) *store {
 	return &store{
 		lvm: client, vgs: vgs, log: log,
-		debounce: 50 * time.Millisecond, maxStale: 2 * time.Second, interval: 30 * time.Second,
+		debounce: 200 * time.Millisecond, maxStale: 2 * time.Second, interval: 30 * time.Second,
 		dirty: make(chan struct{}, 1),
 		subs:  map[chan struct{}]struct{}{},
 	}
@@ -67,9 +67,9 @@ func (s *store) current() *view { return s.view.Load() }
 func (s *store) lock() (unlock func()) {
 	s.pending.Add(1)
 	s.mu.Lock()
-	s.pending.Add(-1)
 	return func() {
 		s.lastEnd.Store(time.Now().UnixNano())
+		s.pending.Add(-1)
 		s.mu.Unlock()
 	}
 }
@@ -149,10 +149,13 @@ func (s *store) run(ctx context.Context) {
 		case <-s.dirty:
 			s.waitQuiet(ctx)
 		case <-tick.C:
-			if v := s.current(); v != nil && v.fresh && time.Since(time.Unix(0, s.lastEnd.Load())) < s.interval/2 {
+			// An amended view has a refresh coming (dirty); a fresh one
+			// that a mutation just confirmed needs none yet.
+			if v := s.current(); v == nil || !v.fresh || time.Since(time.Unix(0, s.lastEnd.Load())) < s.interval/2 {
 				continue
 			}
 		}
+		start := time.Now()
 		if err := s.refresh(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -164,7 +167,9 @@ func (s *store) run(ctx context.Context) {
 			case <-time.After(time.Second):
 				s.markDirty()
 			}
+			continue
 		}
+		s.log.V(3).Info("lvm report refreshed", "generation", s.current().generation, "duration", time.Since(start))
 	}
 }
 
