@@ -177,11 +177,20 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// isReservedOption tells whether flag is, or is taken by lvm's getopt_long
+// for, a reserved option: a short option with its value attached ("-L1G",
+// "-an") and an unambiguous prefix of a long one ("--virt") count.
 func isReservedOption(flag string) bool {
+	long := strings.HasPrefix(flag, "--")
 	for _, r := range reservedOptions {
-		if flag == r {
-			return true
+		switch {
+		case flag == r:
+		case len(r) == 2 && !long && strings.HasPrefix(flag, r):
+		case strings.HasPrefix(r, "--") && long && len(flag) > 2 && strings.HasPrefix(r, flag):
+		default:
+			continue
 		}
+		return true
 	}
 	return false
 }

@@ -2,6 +2,7 @@ package lvm
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 )
 
@@ -45,8 +46,13 @@ var stderrClasses = []struct {
 	{"matches existing size", ErrSizeUnchanged},
 	{"not larger than existing size", ErrShrink},
 	{"failed to find logical volume", ErrNotFound},
-	{"not found", ErrNotFound},
+	{"not found in volume group", ErrNotFound}, // Logical volume "x" not found in volume group "vg"
 }
+
+// vgNotFound matches lvm's `Volume group "vg" not found` and nothing wider:
+// a warning that merely contains "not found" must not turn a failure into
+// a NotFound that callers treat as done.
+var vgNotFound = regexp.MustCompile(`(?m)^\s*volume group "[^"]*" not found`)
 
 // classify returns err wrapped with the sentinel its stderr shows, or err.
 func classify(err error) error {
@@ -59,6 +65,9 @@ func classify(err error) error {
 		if strings.Contains(s, c.fragment) {
 			return &classified{sentinel: c.sentinel, cause: cerr}
 		}
+	}
+	if vgNotFound.MatchString(s) {
+		return &classified{sentinel: ErrNotFound, cause: cerr}
 	}
 	return err
 }

@@ -24,6 +24,8 @@ func TestClassify(t *testing.T) {
 		{name: "shrink", stderr: "  New size given (128 extents) not larger than existing size (256 extents)", want: ErrShrink},
 		{name: "lv not found", stderr: `  Failed to find logical volume "vg0/a"`, want: ErrNotFound},
 		{name: "vg not found", stderr: "  Volume group \"vg9\" not found\n  Cannot process volume group vg9", want: ErrNotFound},
+		{name: "lv not found in vg", stderr: `  Logical volume "x" not found in volume group "vg0".`, want: ErrNotFound},
+		{name: "unrelated not found is no NotFound", stderr: "  WARNING: Device /dev/sdz not found.\n  Failed to activate new LV.", want: nil},
 		{name: "case does not matter", stderr: "INSUFFICIENT FREE SPACE", want: ErrInsufficientSpace},
 		{name: "warnings before the error", stderr: "  WARNING: Sum of all thin volume sizes (20.00 GiB) exceeds the size of thin pool vg0/pool (4.00 GiB).\n  Insufficient free space: 1 extents needed, but only 0 available", want: ErrInsufficientSpace},
 		{name: "unknown message", stderr: "  Device or resource busy"},

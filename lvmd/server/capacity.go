@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/thinlvm/thinlvm/lvmd/config"
 	"github.com/thinlvm/thinlvm/lvmd/lvm"
@@ -70,10 +71,14 @@ func overHighWatermark(dc *config.DeviceClass, c *pb.DeviceClassCapacity) bool {
 }
 
 // roundUp rounds size up to a multiple of unit, as lvm rounds LV sizes to
-// the VG's extent size.
+// the VG's extent size. A size too large to round saturates to
+// math.MaxUint64 instead of wrapping to 0: no pool has room for it.
 func roundUp(size, unit uint64) uint64 {
 	if unit == 0 {
 		return size
+	}
+	if size > math.MaxUint64-(unit-1) {
+		return math.MaxUint64
 	}
 	return (size + unit - 1) / unit * unit
 }

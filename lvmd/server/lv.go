@@ -210,6 +210,9 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 			return nil, true, fmt.Errorf("%w: %w", errConflict, err)
 		}
 		if existing != nil {
+			if req.GetSizeBytes() == 0 && existing.Size <= src.Size {
+				size = existing.Size // the source's size when it was made: a retry after the source grew does not resize
+			}
 			if existing.Origin != src.Name || existing.ReadOnly() != req.GetReadOnly() || existing.Size > size {
 				return nil, true, fmt.Errorf("%w: lv %s/%s exists with origin %q, size %d, read-only %t; requested origin %q, size %d, read-only %t",
 					errConflict, existing.VG, existing.Name, existing.Origin, existing.Size, existing.ReadOnly(), src.Name, size, req.GetReadOnly())

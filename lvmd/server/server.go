@@ -31,6 +31,10 @@ type Daemon struct {
 	metrics *Metrics
 	opts    Options
 	log     logr.Logger
+	// extendFailed is the VG free space at a device class's last failed
+	// autoextend: it is not retried until that changes. Guarded by the
+	// store's lock.
+	extendFailed map[string]uint64
 }
 
 // New creates a Daemon. Call Start before serving.
@@ -47,7 +51,7 @@ func New(cfg *config.Config, runner lvm.Runner, metrics *Metrics, opts Options, 
 			vgs = append(vgs, dc.VolumeGroup)
 		}
 	}
-	d := &Daemon{cfg: cfg, lvm: client, metrics: metrics, opts: opts, log: log}
+	d := &Daemon{cfg: cfg, lvm: client, metrics: metrics, opts: opts, log: log, extendFailed: map[string]uint64{}}
 	d.store = newStore(client, vgs, log)
 	if opts.RefreshInterval > 0 {
 		d.store.interval = opts.RefreshInterval
@@ -132,7 +136,8 @@ func (d *Daemon) autoExtend(ctx context.Context, r *lvm.Report) bool {
 			continue
 		}
 		if err := d.lvm.AutoExtendPool(ctx, dc.VolumeGroup, dc.ThinPool, dc.AutoExtend.ThresholdPercent, dc.AutoExtend.Percent); err != nil {
-			d.log.Error(err, "thin pool autoextend failed", "deviceClass", dc.Name)
+			d.log.Error(err, "thin pool autoextend failed; retried when the VG's free space changes", "deviceClass", dc.Name)
+			d.extendFailed[dc.Name] = r.VG(dc.VolumeGroup).Free
 			continue
 		}
 		d.log.Info("thin pool extended", "deviceClass", dc.Name, "pool", dc.VolumeGroup+"/"+dc.ThinPool)
@@ -144,6 +149,9 @@ func (d *Daemon) autoExtend(ctx context.Context, r *lvm.Report) bool {
 func (d *Daemon) needsExtend(dc *config.DeviceClass, r *lvm.Report) bool {
 	vg, pool := r.VG(dc.VolumeGroup), r.LV(dc.VolumeGroup, dc.ThinPool)
 	if vg == nil || pool == nil || vg.Free <= dc.Spare() {
+		return false
+	}
+	if free, failed := d.extendFailed[dc.Name]; failed && free == vg.Free {
 		return false
 	}
 	t := float64(dc.AutoExtend.ThresholdPercent)

@@ -287,7 +287,7 @@ func extentSize(vg *VG) uint64 {
 // uuid makes a new UUID in lvm's 6-4-4-4-4-4-6 layout.
 func (r *Runner) uuid() string {
 	r.nextID++
-	s := fmt.Sprintf("%032d", r.nextID)
+	s := fmt.Sprintf("%028d", r.nextID)
 	return strings.Join([]string{"fake" + s[:2], s[2:6], s[6:10], s[10:14], s[14:18], s[18:22], s[22:28]}, "-")
 }
 
@@ -360,7 +360,7 @@ func (c *command) target() (vg, lv string, err error) {
 }
 
 // bytesArg parses a size in bytes with lvm's "b" unit, the only unit
-// lvm.Client uses.
+// lvm.Client uses; lvm refuses one that is not a whole number of sectors.
 func (c *command) bytesArg(name string) (uint64, error) {
 	s, ok := c.value(name)
 	if !ok {
@@ -370,9 +370,16 @@ func (c *command) bytesArg(name string) (uint64, error) {
 	if err != nil || !strings.HasSuffix(s, "b") || n == 0 {
 		return 0, c.unsupported("size %s %q", name, s)
 	}
+	if n%512 != 0 { // lvm counts in sectors
+		up := n + 512 - n%512
+		return 0, &lvm.CommandError{Args: c.args, ExitCode: ExitInvalidCommandLine,
+			Stderr: fmt.Sprintf("Size is not a multiple of 512. Try using %d or %d.\n  Invalid argument for %s: %s", up-512, up, name, s)}
+	}
 	return n, nil
 }
 
+// fail is a failed lvm command. Its stderr is what ExecRunner keeps of
+// lvm's: indented "  " per line, the whole trimmed.
 func (c *command) fail(format string, a ...any) error {
 	return &lvm.CommandError{Args: c.args, ExitCode: ExitFailed, Stderr: fmt.Sprintf(format, a...)}
 }
@@ -383,12 +390,14 @@ func roundUp(n, unit uint64) uint64 { return (n + unit - 1) / unit * unit }
 func (r *Runner) lookupVG(c *command, name string) (*VG, error) {
 	vg := r.vg(name)
 	if vg == nil {
-		return nil, c.fail("Volume group \"%s\" not found\nCannot process volume group %s", name, name)
+		return nil, c.fail("Volume group \"%s\" not found\n  Cannot process volume group %s", name, name)
 	}
 	return vg, nil
 }
 
-func (r *Runner) nameTaken(vg, name string) bool { return r.lv(vg, name) != nil || r.pool(vg, name) != nil }
+func (r *Runner) nameTaken(vg, name string) bool {
+	return r.lv(vg, name) != nil || r.pool(vg, name) != nil
+}
 
 // poolFull is lvm2's refusal to add thin volumes to a full pool.
 func poolFull(c *command, p *Pool) error {
@@ -639,6 +648,7 @@ func (r *Runner) fullReport(c *command) (string, error) {
 			i++
 			return c.args[i], nil
 		}
+		var v string
 		var err error
 		switch a {
 		case "--reportformat":
@@ -652,9 +662,14 @@ func (r *Runner) fullReport(c *command) (string, error) {
 			if err == nil && !slices.Contains([]string{"vg", "pv", "lv", "pvseg", "seg"}, section) {
 				err = c.unsupported("report %q", section)
 			}
-		case "-o":
-			var v string
-			if v, err = next(); err == nil {
+		case "-o", "--options":
+			v, err = next()
+			fallthrough
+		case "-o,": // -o with its value attached: no fields
+			if a == "-o," {
+				v = ","
+			}
+			if err == nil {
 				if section == "" {
 					err = c.unsupported("-o before --configreport")
 				}

@@ -1,0 +1,274 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/thinlvm/thinlvm/lvmd/config"
+	"github.com/thinlvm/thinlvm/lvmd/lvm"
+	"github.com/thinlvm/thinlvm/lvmd/lvm/fake"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+)
+
+const (
+	mib = uint64(1) << 20
+	gib = uint64(1) << 30
+)
+
+// testConfig has two device classes: ssd (default, vg0/pool, ratio 2, 1 GiB
+// spare) and hdd (vg1/tp, autoextend at 80% by 20%).
+func testConfig() *config.Config {
+	c := &config.Config{DeviceClasses: []config.DeviceClass{
+		{Name: "ssd", VolumeGroup: "vg0", ThinPool: "pool", Default: true, OverprovisionRatio: 2, SpareGB: 1},
+		{Name: "hdd", VolumeGroup: "vg1", ThinPool: "tp", AutoExtend: &config.AutoExtend{ThresholdPercent: 80, Percent: 20}},
+	}}
+	c.Default()
+	return c
+}
+
+// testRunner holds the VGs and pools of testConfig, and no thin LV.
+func testRunner() *fake.Runner {
+	return &fake.Runner{
+		VGs: []fake.VG{
+			{Name: "vg0", Size: 20 * gib, Free: 10 * gib},
+			{Name: "vg1", Size: 8 * gib, Free: 3 * gib},
+		},
+		Pools: []fake.Pool{
+			{VG: "vg0", Name: "pool", Size: 8 * gib},
+			{VG: "vg1", Name: "tp", Size: 4 * gib},
+		},
+	}
+}
+
+// env is a started Daemon serving on an in-process connection.
+type env struct {
+	fake *fake.Runner
+	d    *Daemon
+	lv   pb.LVServiceClient
+	vg   pb.VGServiceClient
+}
+
+// envOptions tune the store before the Daemon starts.
+type envOptions struct {
+	debounce, maxStale, interval time.Duration
+}
+
+// newEnv starts a Daemon for cfg over f and connects to it. The store
+// refreshes 5ms after the last mutation (or 200ms after the first), and
+// only after mutations unless o.interval is set.
+func newEnv(t *testing.T, cfg *config.Config, f *fake.Runner, o envOptions) *env {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	d := New(cfg, f, NewMetrics(prometheus.NewRegistry()), Options{}, logr.Discard())
+	d.store.debounce, d.store.maxStale, d.store.interval = 5*time.Millisecond, 200*time.Millisecond, time.Hour
+	if o.debounce > 0 {
+		d.store.debounce = o.debounce
+	}
+	if o.maxStale > 0 {
+		d.store.maxStale = o.maxStale
+	}
+	if o.interval > 0 {
+		d.store.interval = o.interval
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := d.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	lis := bufconn.Listen(1 << 20)
+	s := grpc.NewServer(grpc.UnaryInterceptor(d.UnaryInterceptor), grpc.StreamInterceptor(d.StreamInterceptor))
+	d.Register(s)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &env{fake: f, d: d, lv: pb.NewLVServiceClient(conn), vg: pb.NewVGServiceClient(conn)}
+}
+
+// mutations counts the lvm commands that change something.
+func (e *env) mutations() int {
+	return e.fake.Count("lvcreate") + e.fake.Count("lvextend") + e.fake.Count("lvremove")
+}
+
+// settle waits until the store has published a fresh report read after
+// every mutation so far.
+func (e *env) settle(t *testing.T) {
+	t.Helper()
+	eventually(t, "a fresh report after the mutations", func() bool {
+		s := e.d.store
+		// A fresh view, no refresh queued, no mutation or refresh running.
+		if !s.current().fresh || len(s.dirty) > 0 || s.pending.Load() > 0 || !s.mu.TryLock() {
+			return false
+		}
+		s.mu.Unlock()
+		return true
+	})
+}
+
+// eventually polls cond until it holds, failing the test after 10s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func wantCode(t *testing.T, err error, want codes.Code) {
+	t.Helper()
+	if got := status.Code(err); got != want {
+		t.Fatalf("code %v (%v), want %v", got, err, want)
+	}
+}
+
+func TestStart(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(f *fake.Runner)
+		// wantErr is the sentinel Start's error must match; nil for success.
+		wantErr error
+	}{
+		{name: "ok", modify: func(*fake.Runner) {}},
+		{name: "volume group missing", modify: func(f *fake.Runner) { f.VGs = f.VGs[:1] }, wantErr: lvm.ErrNotFound},
+		{name: "thin pool missing", modify: func(f *fake.Runner) { f.Pools = f.Pools[:1] }, wantErr: lvm.ErrNotFound},
+		{
+			name: "thin pool is a thin LV",
+			modify: func(f *fake.Runner) {
+				f.Pools = f.Pools[:1]
+				f.LVs = []fake.LV{{VG: "vg1", Name: "tp", Pool: "pool", Size: gib}}
+			},
+			wantErr: lvm.ErrNotFound,
+		},
+		{
+			name: "lvm fails",
+			modify: func(f *fake.Runner) {
+				f.Failures = []fake.Failure{{Subcommand: "fullreport", Stderr: "  Device or resource busy"}}
+			},
+			wantErr: &lvm.CommandError{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := testRunner()
+			tt.modify(f)
+			d := New(testConfig(), f, nil, Options{}, logr.Discard())
+			err := d.Start(t.Context())
+			switch want := tt.wantErr.(type) {
+			case nil:
+				if err != nil {
+					t.Fatalf("Start: %v", err)
+				}
+			case *lvm.CommandError:
+				if !errors.As(err, &want) {
+					t.Fatalf("Start: %v, want a *lvm.CommandError", err)
+				}
+			default:
+				if !errors.Is(err, want) {
+					t.Fatalf("Start: %v, want %v", err, want)
+				}
+			}
+			if got, want := f.Total(), 1; got != want {
+				t.Errorf("Start ran %d commands (%q), want %d", got, f.Calls(), want)
+			}
+		})
+	}
+}
+
+func TestToStatus(t *testing.T) {
+	cmdErr := &lvm.CommandError{Args: []string{"lvs"}, ExitCode: 5, Stderr: "  Device or resource busy"}
+	tests := []struct {
+		name string
+		err  error
+		want codes.Code
+	}{
+		{"nil", nil, codes.OK},
+		{"invalid", fmt.Errorf("%w: x", errInvalid), codes.InvalidArgument},
+		{"invalid name", fmt.Errorf("validate: %w", lvm.ErrInvalidName), codes.InvalidArgument},
+		{"no space", fmt.Errorf("%w: x", errNoSpace), codes.ResourceExhausted},
+		{"lvm no space", fmt.Errorf("create: %w", lvm.ErrInsufficientSpace), codes.ResourceExhausted},
+		{"conflict", fmt.Errorf("%w: x", errConflict), codes.AlreadyExists},
+		{"lvm exists", fmt.Errorf("create: %w", lvm.ErrExists), codes.AlreadyExists},
+		{"conflict with an unmanaged LV", fmt.Errorf("%w: %w", errConflict, fmt.Errorf("%w: x", errNotManaged)), codes.AlreadyExists},
+		{"shrink", fmt.Errorf("%w: x", errShrink), codes.OutOfRange},
+		{"lvm shrink", fmt.Errorf("extend: %w", lvm.ErrShrink), codes.OutOfRange},
+		{"not managed", fmt.Errorf("%w: x", errNotManaged), codes.FailedPrecondition},
+		{"not found", fmt.Errorf("%w: x", errNotFound), codes.NotFound},
+		{"lvm not found", fmt.Errorf("remove: %w", lvm.ErrNotFound), codes.NotFound},
+		{"deadline", fmt.Errorf("lvm: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
+		{"cancelled", fmt.Errorf("lvm: %w", context.Canceled), codes.Canceled},
+		{"lvm failure", fmt.Errorf("create: %w", cmdErr), codes.Internal},
+		{"plain", errors.New("boom"), codes.Internal},
+		{"status kept", status.Error(codes.Unavailable, "x"), codes.Unavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := toStatus(tt.err)
+			if code := status.Code(got); code != tt.want {
+				t.Errorf("toStatus(%v) = %v, want %v", tt.err, code, tt.want)
+			}
+			if _, isStatus := status.FromError(tt.err); !isStatus && !strings.Contains(status.Convert(got).Message(), tt.err.Error()) {
+				t.Errorf("toStatus(%v) message %q lost the error", tt.err, status.Convert(got).Message())
+			}
+		})
+	}
+}
+
+// Every handler error reaches the client as a status with its code, never
+// as codes.Unknown.
+func TestInterceptorMakesStatus(t *testing.T) {
+	e := newEnv(t, testConfig(), testRunner(), envOptions{})
+	_, err := e.lv.GetLV(t.Context(), &pb.GetLVRequest{Name: "nosuch"})
+	wantCode(t, err, codes.NotFound)
+	stream, err := e.vg.Watch(t.Context(), &pb.WatchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.lv.CreateLV(t.Context(), &pb.CreateLVRequest{Name: "a", DeviceClass: "nvme", SizeBytes: gib})
+	wantCode(t, err, codes.InvalidArgument)
+	if !strings.Contains(status.Convert(err).Message(), `unknown device class "nvme"`) {
+		t.Errorf("message %q does not name the device class", status.Convert(err).Message())
+	}
+}
+
+// lvNames returns the names of the LVs the fake holds, as vg/name.
+func lvNames(f *fake.Runner) []string {
+	var out []string
+	for _, lv := range f.ListLVs() {
+		out = append(out, lv.VG+"/"+lv.Name)
+	}
+	return out
+}
+
+func diffNames(t *testing.T, want []string, f *fake.Runner) {
+	t.Helper()
+	if diff := cmp.Diff(want, lvNames(f)); diff != "" {
+		t.Errorf("LVs in lvm (-want +got):\n%s", diff)
+	}
+}
