@@ -45,7 +45,7 @@ func (c *Client) FullReport(ctx context.Context, vgs []string) (*Report, error) 
 			return nil, err
 		}
 	}
-	out, err := c.Runner.Run(ctx, fullReportArgs(vgs)...)
+	out, err := c.Runner.Run(ctx, FullReportArgs(vgs)...)
 	if err != nil {
 		return nil, fmt.Errorf("report volume groups %v: %w", vgs, classify(err))
 	}

@@ -96,9 +96,9 @@ var (
 	lvFields = "lv_uuid,lv_name,lv_path,lv_size,lv_attr,lv_tags,origin,pool_lv,vg_name,data_percent,metadata_percent"
 )
 
-// fullReportArgs is the one read command lvmd runs: VGs and LVs in one lvm
+// FullReportArgs is the one read command lvmd runs: VGs and LVs in one lvm
 // process, the other sub-reports switched off.
-func fullReportArgs(vgs []string) []string {
+func FullReportArgs(vgs []string) []string {
 	args := []string{"fullreport", "--reportformat", "json", "--units", "b", "--nosuffix",
 		"--configreport", "vg", "-o", vgFields,
 		"--configreport", "lv", "-o", lvFields,

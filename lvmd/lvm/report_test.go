@@ -224,3 +224,44 @@ func TestReportLookupAndClone(t *testing.T) {
 		t.Errorf("HasTag wrong for tags %q", r.LV("vg0", "thin1").Tags)
 	}
 }
+
+// fullreport-vm.json is lvmd's own report command captured from the test
+// VM (go test ./e2e/lvmvm -run TestFullReportFromRealLVM -update-testdata):
+// a thin pool, an origin, a read-only and an inactive thin snapshot.
+func TestParseFullReportCapturedFromVM(t *testing.T) {
+	data, err := os.ReadFile("testdata/fullreport-vm.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := lvm.ParseFullReport(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantVGs := []lvm.VG{{Name: "vgsmall", UUID: "TMccqb-GuRr-yduQ-965U-vzIh-m9sW-fppVgR", Size: 1069547520, Free: 994050048, ExtentSize: 4 << 20}}
+	if d := cmp.Diff(wantVGs, r.VGs); d != "" {
+		t.Errorf("VGs (-want +got):\n%s", d)
+	}
+	type facts struct {
+		Size                          uint64
+		Origin, Pool, Tags            string
+		Pool0, Thin, ReadOnly, Active bool
+	}
+	got := map[string]facts{}
+	for i := range r.LVs {
+		lv := &r.LVs[i]
+		got[lv.Name] = facts{Size: lv.Size, Origin: lv.Origin, Pool: lv.Pool, Tags: strings.Join(lv.Tags, ","),
+			Pool0: lv.IsThinPool(), Thin: lv.IsThin(), ReadOnly: lv.ReadOnly(), Active: lv.Active()}
+	}
+	want := map[string]facts{
+		"pool":         {Size: 64 << 20, Pool0: true, Active: true},
+		"rep-origin":   {Size: 16 << 20, Pool: "pool", Tags: "lv:rep-origin,thinlvm", Thin: true, Active: true},
+		"rep-ro":       {Size: 16 << 20, Origin: "rep-origin", Pool: "pool", Tags: "thinlvm", Thin: true, ReadOnly: true, Active: true},
+		"rep-inactive": {Size: 16 << 20, Origin: "rep-origin", Pool: "pool", Thin: true},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("LVs (-want +got):\n%s", d)
+	}
+	if pool := r.LV("vgsmall", "pool"); pool.MetadataPercent != 10.94 || pool.DataPercent != 0 {
+		t.Errorf("pool use %v/%v, want 0/10.94", pool.DataPercent, pool.MetadataPercent)
+	}
+}
