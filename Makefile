@@ -27,6 +27,9 @@ generate: ## Regenerate checked-in code (protobuf/gRPC).
 		--go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative \
 		lvmd/proto/lvmd.proto
+	$(GO) tool controller-gen object paths=./api/...
+	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/crds
+	$(GO) tool controller-gen rbac:roleName=thinlvm-node paths=./node/... output:rbac:artifacts:config=deploy/rbac/node
 
 .PHONY: verify
 verify: generate ## Check formatting, vet, and that generated code is current.
@@ -34,7 +37,7 @@ verify: generate ## Check formatting, vet, and that generated code is current.
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	@git diff --exit-code -- . ':!go.sum' || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto)" || { echo "untracked generated files"; git status --porcelain -- lvmd/proto; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto api deploy/crds deploy/rbac)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto api deploy/crds deploy/rbac; exit 1; }
 
 .PHONY: build
 build: ## Build the binaries into bin/.

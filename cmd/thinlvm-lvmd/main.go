@@ -7,12 +7,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -24,6 +21,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"k8s.io/klog/v2"
 
+	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
 	"github.com/thinlvm/thinlvm/lvmd/config"
 	"github.com/thinlvm/thinlvm/lvmd/lvm"
 	"github.com/thinlvm/thinlvm/lvmd/server"
@@ -76,7 +74,7 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 	if err := d.Start(ctx); err != nil {
 		return err
 	}
-	lis, err := listen(o.listen)
+	lis, err := endpoint.Listen(o.listen)
 	if err != nil {
 		return err
 	}
@@ -117,41 +115,4 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 		_ = ms.Close()
 	}
 	return err
-}
-
-// listen opens unix:///path (replacing a stale socket, mode 0600) or
-// tcp://host:port.
-func listen(addr string) (net.Listener, error) {
-	u, err := url.Parse(addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen address %q: %w", addr, err)
-	}
-	switch u.Scheme {
-	case "unix":
-		path := u.Path
-		if path == "" {
-			return nil, fmt.Errorf("listen address %q: no socket path", addr)
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, fmt.Errorf("create socket directory: %w", err)
-		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("remove stale socket: %w", err)
-		}
-		old := syscall.Umask(0o177) // the socket is created 0600: only root may call lvmd
-		lis, err := net.Listen("unix", path)
-		syscall.Umask(old)
-		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", path, err)
-		}
-		return lis, nil
-	case "tcp":
-		lis, err := net.Listen("tcp", u.Host)
-		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", u.Host, err)
-		}
-		return lis, nil
-	default:
-		return nil, fmt.Errorf("listen address %q: scheme must be unix or tcp", addr)
-	}
 }

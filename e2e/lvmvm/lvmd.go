@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -144,4 +145,42 @@ func (vm *VM) LVS(ctx context.Context, vg, fields string) (map[string][]string, 
 		res[parts[0]] = parts[1:]
 	}
 	return res, nil
+}
+
+// nodeProcess is the agent's name for the CSI node service process.
+const nodeProcess = "thinlvm-node"
+
+// StartCSINode starts thinlvm-node in the VM serving only CSI (no API
+// server) on the forwarded CSI port, talking to the running lvmd.
+func (vm *VM) StartCSINode(ctx context.Context, nodeName string) error {
+	argv := []string{"/share/bin/thinlvm-node", "--controllers=false", "--node-name", nodeName,
+		"--lvmd-address", fmt.Sprintf("tcp://127.0.0.1:%d", LVMDPort),
+		"--csi-address", fmt.Sprintf("tcp://0.0.0.0:%d", CSIPort), "-v", "2"}
+	if err := vm.Spawn(ctx, nodeProcess, "/share/thinlvm-node.log", argv...); err != nil {
+		return err
+	}
+	conn, err := vm.DialCSI()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := csi.NewIdentityClient(conn).Probe(pctx, &csi.ProbeRequest{})
+		cancel()
+		if err == nil && resp.GetReady().GetValue() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(vm.ShareDir(), "thinlvm-node.log"))
+			return fmt.Errorf("csi node not ready after 1m (%v); log:\n%s", err, b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// DialCSI connects to the CSI node service through the forward.
+func (vm *VM) DialCSI() (*grpc.ClientConn, error) {
+	return grpc.NewClient("passthrough:///"+vm.Addr(CSIPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
@@ -19,6 +20,8 @@ var (
 	lvmdConn *grpc.ClientConn
 	lvs      pb.LVServiceClient
 	vgs      pb.VGServiceClient
+	csiConn  *grpc.ClientConn
+	csiNode  csi.NodeClient
 )
 
 // lvmdConfig is the device classes of the test lvmd: one VG and thin pool
@@ -82,6 +85,17 @@ func run(m *testing.M) int {
 	}
 	defer lvmdConn.Close()
 	lvs, vgs = pb.NewLVServiceClient(lvmdConn), pb.NewVGServiceClient(lvmdConn)
+	if err := testVM.StartCSINode(ctx, "lvmvm"); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: start the CSI node service: %v\n", err)
+		return 1
+	}
+	csiConn, err = testVM.DialCSI()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: dial csi: %v\n", err)
+		return 1
+	}
+	defer csiConn.Close()
+	csiNode = csi.NewNodeClient(csiConn)
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "--- lvmd log (tail) ---\n%s\n", tail(testVM.LVMDLog(), 6000))

@@ -37,7 +37,8 @@ type Options struct {
 	// MemoryMB is the guest memory; default 2048.
 	MemoryMB int
 	// Packages are extra main packages of this module to build statically
-	// into /share/bin; thinlvm-lvmd and the guest agent always are.
+	// into /share/bin; thinlvm-lvmd, thinlvm-node and the guest agent
+	// always are.
 	Packages []string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
@@ -134,7 +135,7 @@ func Start(ctx context.Context, o Options) (vm *VM, err error) {
 	if err != nil {
 		return vm, err
 	}
-	pkgs := append([]string{"./cmd/thinlvm-lvmd", "./e2e/lvmvm/guestagent"}, o.Packages...)
+	pkgs := append([]string{"./cmd/thinlvm-lvmd", "./cmd/thinlvm-node", "./e2e/lvmvm/guestagent"}, o.Packages...)
 	build := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-o", filepath.Join(dir, "share", "bin") + "/"}, pkgs...)...)
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -173,7 +174,7 @@ func Start(ctx context.Context, o Options) (vm *VM, err error) {
 	// restrict=on: the guest cannot send anything out; the host reaches it
 	// only through forwards bound to 127.0.0.1.
 	netdev := "user,id=n0,restrict=on"
-	for _, gp := range append([]int{AgentPort, LVMDPort, LVMDMetricsPort}, o.GuestPorts...) {
+	for _, gp := range append([]int{AgentPort, LVMDPort, LVMDMetricsPort, CSIPort}, o.GuestPorts...) {
 		if _, ok := vm.ports[gp]; ok {
 			continue
 		}

@@ -1,0 +1,133 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SourceKind is what a LogicalVolume is made from.
+// +kubebuilder:validation:Enum=Volume;Snapshot;GoldenImage
+type SourceKind string
+
+// Source kinds.
+const (
+	// SourceVolume clones another LogicalVolume (a read-write thin snapshot).
+	SourceVolume SourceKind = "Volume"
+	// SourceSnapshot restores a snapshot LogicalVolume.
+	SourceSnapshot SourceKind = "Snapshot"
+	// SourceGoldenImage makes the volume from a node's golden base.
+	SourceGoldenImage SourceKind = "GoldenImage"
+)
+
+// AccessType is whether the LV may be written.
+// +kubebuilder:validation:Enum=rw;ro
+type AccessType string
+
+// Access types.
+const (
+	AccessReadWrite AccessType = "rw"
+	AccessReadOnly  AccessType = "ro"
+)
+
+// VolumeSource names what a LogicalVolume is made from.
+type VolumeSource struct {
+	// Kind is the kind of source.
+	Kind SourceKind `json:"kind"`
+	// Name is the source's name: a LogicalVolume's name for Volume and
+	// Snapshot, a GoldenImage's for GoldenImage.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// LogicalVolumeSpec is the LV wanted on one node.
+// +kubebuilder:validation:XValidation:rule="quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="size may only grow"
+type LogicalVolumeSpec struct {
+	// Name is the volume's name outside Kubernetes objects (the CSI volume
+	// name); the LV is named after the LogicalVolume object.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+
+	// NodeName is the node whose agent makes the LV.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="nodeName is immutable"
+	NodeName string `json:"nodeName"`
+
+	// DeviceClass is lvmd's device class (thin pool); empty for the node's
+	// default.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="deviceClass is immutable"
+	DeviceClass string `json:"deviceClass,omitempty"`
+
+	// Size is the LV's size; it may grow, never shrink.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="size must be at least 1Mi"
+	Size resource.Quantity `json:"size"`
+
+	// Source makes the LV a thin snapshot of another volume, a snapshot or
+	// a golden base.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="source is immutable"
+	Source *VolumeSource `json:"source,omitempty"`
+
+	// AccessType is rw (default) or ro.
+	// +optional
+	// +kubebuilder:default=rw
+	AccessType AccessType `json:"accessType,omitempty"`
+}
+
+// Condition types and reasons of a LogicalVolume.
+const (
+	// ConditionReady is True when the LV exists with the spec's size.
+	ConditionReady = "Ready"
+	// ConditionFailed is True when the last attempt failed; its reason is
+	// lvmd's gRPC code (e.g. ResourceExhausted) and its message lvmd's.
+	ConditionFailed = "Failed"
+)
+
+// LogicalVolumeStatus is what the node agent observed.
+type LogicalVolumeStatus struct {
+	// VolumeID is the LV's name in the volume group.
+	// +optional
+	VolumeID string `json:"volumeID,omitempty"`
+	// CurrentSize is the LV's size.
+	// +optional
+	CurrentSize *resource.Quantity `json:"currentSize,omitempty"`
+	// Conditions are Ready and Failed.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// LogicalVolume is a thin LV on one node, made and removed by that node's
+// agent through lvmd.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=lv
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.deviceClass`
+// +kubebuilder:printcolumn:name="Size",type=string,JSONPath=`.spec.size`
+// +kubebuilder:printcolumn:name="Current",type=string,JSONPath=`.status.currentSize`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type LogicalVolume struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   LogicalVolumeSpec   `json:"spec"`
+	Status LogicalVolumeStatus `json:"status,omitempty"`
+}
+
+// LogicalVolumeList is a list of LogicalVolumes.
+// +kubebuilder:object:root=true
+type LogicalVolumeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LogicalVolume `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&LogicalVolume{}, &LogicalVolumeList{})
+}

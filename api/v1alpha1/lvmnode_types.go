@@ -1,0 +1,119 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DeviceClassStatus is one device class's capacity as lvmd reports it.
+type DeviceClassStatus struct {
+	// Name is the device class.
+	Name string `json:"name"`
+	// VolumeGroup and ThinPool are the class's LVM VG and thin pool.
+	VolumeGroup string `json:"volumeGroup"`
+	ThinPool    string `json:"thinPool"`
+	// Default marks the node's default class.
+	// +optional
+	Default bool `json:"default,omitempty"`
+	// VGSize and VGFree are the volume group's size and free space.
+	VGSize resource.Quantity `json:"vgSize"`
+	VGFree resource.Quantity `json:"vgFree"`
+	// PoolSize is the thin pool's size.
+	PoolSize resource.Quantity `json:"poolSize"`
+	// DataUsed is the pool's data in use.
+	DataUsed resource.Quantity `json:"dataUsed"`
+	// DataPercent and MetadataPercent are the pool's use, e.g. "12.34".
+	DataPercent     string `json:"dataPercent"`
+	MetadataPercent string `json:"metadataPercent"`
+	// Virtual is the sum of the thin LVs' sizes.
+	Virtual resource.Quantity `json:"virtual"`
+	// OverprovisionRatio is the class's ratio, e.g. "4".
+	OverprovisionRatio string `json:"overprovisionRatio"`
+	// Available is the largest new volume the class accepts now.
+	Available resource.Quantity `json:"available"`
+	// LVCount is the number of thinlvm LVs in the class.
+	LVCount int32 `json:"lvCount"`
+}
+
+// GoldenBaseState is the state of a golden base on a node.
+// +kubebuilder:validation:Enum=Populating;Ready;Failed
+type GoldenBaseState string
+
+// Golden base states.
+const (
+	GoldenBasePopulating GoldenBaseState = "Populating"
+	GoldenBaseReady      GoldenBaseState = "Ready"
+	GoldenBaseFailed     GoldenBaseState = "Failed"
+)
+
+// GoldenBaseStatus is a golden base held on the node.
+type GoldenBaseStatus struct {
+	// Name is the GoldenImage's name.
+	Name string `json:"name"`
+	// LV is the base's LV name.
+	LV string `json:"lv"`
+	// DeviceClass is the class the base lives in.
+	// +optional
+	DeviceClass string `json:"deviceClass,omitempty"`
+	// Size is the base's size.
+	Size resource.Quantity `json:"size"`
+	// State is Populating, Ready or Failed.
+	State GoldenBaseState `json:"state"`
+	// BytesDone and BytesTotal tell a population's progress.
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+	// +optional
+	BytesTotal int64 `json:"bytesTotal,omitempty"`
+	// Message says why a base Failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// LVMNodeStatus is what the node agent publishes of its node.
+type LVMNodeStatus struct {
+	// DeviceClasses are the node's device classes with their capacity.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	DeviceClasses []DeviceClassStatus `json:"deviceClasses,omitempty"`
+	// GoldenBases are the golden bases the node holds.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	GoldenBases []GoldenBaseStatus `json:"goldenBases,omitempty"`
+	// UpdateTime is when the agent last wrote the status.
+	// +optional
+	UpdateTime *metav1.Time `json:"updateTime,omitempty"`
+}
+
+// LVMNode is one node's LVM capacity and golden bases, written by its node
+// agent and read by the controller and the scheduler. Its name is the
+// node's name.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.status.deviceClasses[0].name`
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.deviceClasses[0].available`
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.status.deviceClasses[0].poolSize`
+// +kubebuilder:printcolumn:name="Data%",type=string,JSONPath=`.status.deviceClasses[0].dataPercent`
+// +kubebuilder:printcolumn:name="Meta%",type=string,JSONPath=`.status.deviceClasses[0].metadataPercent`
+// +kubebuilder:printcolumn:name="LVs",type=integer,JSONPath=`.status.deviceClasses[0].lvCount`
+// +kubebuilder:printcolumn:name="Updated",type=date,JSONPath=`.status.updateTime`
+type LVMNode struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Status LVMNodeStatus `json:"status,omitempty"`
+}
+
+// LVMNodeList is a list of LVMNodes.
+// +kubebuilder:object:root=true
+type LVMNodeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LVMNode `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&LVMNode{}, &LVMNodeList{})
+}

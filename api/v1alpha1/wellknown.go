@@ -1,0 +1,12 @@
+package v1alpha1
+
+// Names every part of thinlvm and its users share.
+const (
+	// DriverName is the CSI driver's name.
+	DriverName = "thinlvm.io"
+	// TopologyKey is the CSI topology key whose value is the node's name.
+	TopologyKey = "topology.thinlvm.io/node"
+	// DeviceClassParameter is the StorageClass parameter naming lvmd's
+	// device class.
+	DeviceClassParameter = "thinlvm.io/device-class"
+)

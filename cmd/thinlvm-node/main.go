@@ -1,0 +1,121 @@
+// Command thinlvm-node is thinlvm's node agent: it reconciles its node's
+// LogicalVolumes through lvmd, publishes the node's LVMNode, and serves the
+// CSI Identity and Node services.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
+	"github.com/thinlvm/thinlvm/node/csi"
+	"github.com/thinlvm/thinlvm/node/lvmd"
+	"github.com/thinlvm/thinlvm/node/lvmnode"
+	"github.com/thinlvm/thinlvm/node/reconciler"
+)
+
+// version is set at build time.
+var version = "dev"
+
+type options struct {
+	nodeName          string
+	lvmdAddress       string
+	csiAddress        string
+	metricsAddress    string
+	probeAddress      string
+	controllers       bool
+	publishInterval   time.Duration
+	noSpaceRetryAfter time.Duration
+}
+
+func main() {
+	var o options
+	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "This node's name (default $NODE_NAME).")
+	fs.StringVar(&o.lvmdAddress, "lvmd-address", "unix:///run/thinlvm/lvmd.sock", "lvmd's address: unix:///path or tcp://host:port.")
+	fs.StringVar(&o.csiAddress, "csi-address", "unix:///var/lib/kubelet/plugins/thinlvm.io/csi.sock", "Where to serve CSI: unix:///path or tcp://host:port.")
+	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "0", "Prometheus metrics address; 0 disables.")
+	fs.StringVar(&o.probeAddress, "health-probe-bind-address", "0", "Health probe address; 0 disables.")
+	fs.BoolVar(&o.controllers, "controllers", true, "Run the LogicalVolume reconciler and LVMNode publisher (needs the API server); false serves CSI only.")
+	fs.DurationVar(&o.publishInterval, "lvmnode-interval", 2*time.Second, "Least time between two LVMNode status writes.")
+	fs.DurationVar(&o.noSpaceRetryAfter, "no-space-retry", time.Minute, "Retry a LogicalVolume lvmd refused for lack of space after this long.")
+	klog.InitFlags(fs)
+	ctrl.RegisterFlags(fs) // --kubeconfig
+	_ = fs.Parse(os.Args[1:])
+	if err := run(o); err != nil {
+		klog.Background().Error(err, "thinlvm-node failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	if o.nodeName == "" {
+		return fmt.Errorf("--node-name (or $NODE_NAME) is required")
+	}
+	logger := klog.Background().WithValues("node", o.nodeName)
+	ctrl.SetLogger(logger)
+	ctx := ctrl.SetupSignalHandler()
+
+	client, conn, err := lvmd.Dial(o.lvmdAddress)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	lis, err := endpoint.Listen(o.csiAddress)
+	if err != nil {
+		return err
+	}
+	csiServer := &csi.Server{
+		Listener: lis, Log: logger.WithName("csi"),
+		Identity: &csi.IdentityServer{LVMD: client, Version: version},
+		Node:     csi.NewNodeServer(o.nodeName, client, nil, nil),
+	}
+	if !o.controllers {
+		return csiServer.Start(ctx)
+	}
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := thinlvmv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddress},
+		HealthProbeBindAddress: o.probeAddress,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, RetryAfter: o.noSpaceRetryAfter}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.Add(&lvmnode.Publisher{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, Interval: o.publishInterval}); err != nil {
+		return err
+	}
+	if err := mgr.Add(csiServer); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	logger.Info("thinlvm-node starting", "version", version)
+	return mgr.Start(ctx)
+}

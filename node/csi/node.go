@@ -1,0 +1,346 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	mountutils "k8s.io/mount-utils"
+	utilexec "k8s.io/utils/exec"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/lvmd"
+)
+
+// Filesystems the node service formats and mounts.
+var supportedFS = []string{"ext4", "xfs"}
+
+const defaultFS = "ext4"
+
+// NodeServer is the CSI Node service.
+type NodeServer struct {
+	csi.UnimplementedNodeServer
+	nodeName string
+	lvmd     lvmd.Client
+	mounter  *mountutils.SafeFormatAndMount
+	resizer  *mountutils.ResizeFs
+	locks    keyLock
+}
+
+var _ csi.NodeServer = (*NodeServer)(nil)
+
+// NewNodeServer returns the Node service of nodeName; mounter and exec are
+// the system's unless a test passes its own.
+func NewNodeServer(nodeName string, client lvmd.Client, mounter mountutils.Interface, exec utilexec.Interface) *NodeServer {
+	if mounter == nil {
+		mounter = mountutils.New("")
+	}
+	if exec == nil {
+		exec = utilexec.New()
+	}
+	return &NodeServer{
+		nodeName: nodeName, lvmd: client,
+		mounter: mountutils.NewSafeFormatAndMount(mounter, exec),
+		resizer: mountutils.NewResizeFs(exec),
+	}
+}
+
+// NodeGetInfo implements csi.NodeServer.
+func (s *NodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	return &csi.NodeGetInfoResponse{
+		NodeId:             s.nodeName,
+		AccessibleTopology: &csi.Topology{Segments: map[string]string{thinlvmv1.TopologyKey: s.nodeName}},
+	}, nil
+}
+
+// NodeGetCapabilities implements csi.NodeServer.
+func (s *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	var caps []*csi.NodeServiceCapability
+	for _, t := range []csi.NodeServiceCapability_RPC_Type{
+		csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH,
+		csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	} {
+		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}}})
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// findLV returns the LV named volumeID in any device class: LV names are
+// unique on a node because they derive from LogicalVolume names.
+func (s *NodeServer) findLV(ctx context.Context, volumeID string) (*pb.LogicalVolume, error) {
+	resp, err := s.lvmd.ListLVs(ctx, &pb.ListLVsRequest{})
+	if err != nil {
+		return nil, status.Errorf(status.Code(err), "list LVs: %s", status.Convert(err).Message())
+	}
+	for _, lv := range resp.GetVolumes() {
+		if lv.GetName() == volumeID {
+			return lv, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "volume %s not found on node %s", volumeID, s.nodeName)
+}
+
+func checkCapability(c *csi.VolumeCapability) error {
+	if c == nil {
+		return status.Error(codes.InvalidArgument, "volume_capability is required")
+	}
+	switch c.GetAccessMode().GetMode() {
+	case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
+		csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
+	default:
+		return status.Errorf(codes.InvalidArgument, "access mode %s is not supported: thinlvm volumes are node-local", c.GetAccessMode().GetMode())
+	}
+	switch {
+	case c.GetBlock() != nil:
+	case c.GetMount() != nil:
+		if fs := c.GetMount().GetFsType(); fs != "" && !slices.Contains(supportedFS, fs) {
+			return status.Errorf(codes.InvalidArgument, "fs_type %q is not supported (supported: %v)", fs, supportedFS)
+		}
+	default:
+		return status.Error(codes.InvalidArgument, "volume_capability needs an access type: block or mount")
+	}
+	return nil
+}
+
+// NodePublishVolume implements csi.NodeServer. Filesystem volumes are
+// formatted on first use and mounted at the target; a filesystem smaller
+// than its LV (a clone made larger than its source) is grown. Block volumes
+// are the LV's device bind-mounted onto the target file.
+func (s *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	id, target := req.GetVolumeId(), req.GetTargetPath()
+	switch {
+	case id == "":
+		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	case target == "":
+		return nil, status.Error(codes.InvalidArgument, "target_path is required")
+	}
+	capability := req.GetVolumeCapability()
+	if err := checkCapability(capability); err != nil {
+		return nil, err
+	}
+	if !s.locks.tryLock(id) {
+		return nil, status.Errorf(codes.Aborted, "an operation on volume %s is in progress", id)
+	}
+	defer s.locks.unlock(id)
+	lv, err := s.findLV(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	readOnly := req.GetReadonly() || capability.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
+	if lv.GetReadOnly() && !readOnly {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is a read-only LV: publish it read-only", id)
+	}
+	if capability.GetBlock() != nil {
+		return &csi.NodePublishVolumeResponse{}, s.publishBlock(lv, target, readOnly)
+	}
+	return &csi.NodePublishVolumeResponse{}, s.publishMount(lv, target, capability.GetMount(), readOnly)
+}
+
+func (s *NodeServer) publishBlock(lv *pb.LogicalVolume, target string, readOnly bool) error {
+	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
+		return status.Errorf(codes.Internal, "create target directory: %v", err)
+	}
+	f, err := os.OpenFile(target, os.O_CREATE|os.O_RDONLY, 0o640)
+	if err != nil {
+		return status.Errorf(codes.Internal, "create target file: %v", err)
+	}
+	f.Close()
+	notMnt, err := s.mounter.IsLikelyNotMountPoint(target)
+	if err != nil {
+		return status.Errorf(codes.Internal, "check target %s: %v", target, err)
+	}
+	if !notMnt {
+		return nil // published already
+	}
+	opts := []string{"bind"}
+	if readOnly {
+		opts = append(opts, "ro")
+	}
+	if err := s.mounter.Mount(lv.GetDevicePath(), target, "", opts); err != nil {
+		return status.Errorf(codes.Internal, "bind-mount %s onto %s: %v", lv.GetDevicePath(), target, err)
+	}
+	return nil
+}
+
+func (s *NodeServer) publishMount(lv *pb.LogicalVolume, target string, m *csi.VolumeCapability_MountVolume, readOnly bool) error {
+	fs := m.GetFsType()
+	if fs == "" {
+		fs = defaultFS
+	}
+	if err := os.MkdirAll(target, 0o750); err != nil {
+		return status.Errorf(codes.Internal, "create target directory: %v", err)
+	}
+	notMnt, err := s.mounter.IsLikelyNotMountPoint(target)
+	if err != nil {
+		return status.Errorf(codes.Internal, "check target %s: %v", target, err)
+	}
+	if !notMnt {
+		return nil // published already
+	}
+	opts := append([]string(nil), m.GetMountFlags()...)
+	if readOnly {
+		opts = append(opts, "ro")
+	}
+	if fs == "xfs" {
+		// Thin snapshots of one xfs share its UUID; without nouuid the
+		// second of them would not mount.
+		opts = append(opts, "nouuid")
+	}
+	if err := s.mounter.FormatAndMount(lv.GetDevicePath(), target, fs, opts); err != nil {
+		return status.Errorf(codes.Internal, "format and mount %s at %s: %v", lv.GetDevicePath(), target, err)
+	}
+	if readOnly {
+		return nil
+	}
+	need, err := s.resizer.NeedResize(lv.GetDevicePath(), target)
+	if err != nil {
+		return status.Errorf(codes.Internal, "check filesystem size of %s: %v", lv.GetDevicePath(), err)
+	}
+	if need {
+		if _, err := s.resizer.Resize(lv.GetDevicePath(), target); err != nil {
+			return status.Errorf(codes.Internal, "grow filesystem of %s: %v", lv.GetDevicePath(), err)
+		}
+	}
+	return nil
+}
+
+// NodeUnpublishVolume implements csi.NodeServer. An absent target is done.
+func (s *NodeServer) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	id, target := req.GetVolumeId(), req.GetTargetPath()
+	switch {
+	case id == "":
+		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	case target == "":
+		return nil, status.Error(codes.InvalidArgument, "target_path is required")
+	}
+	if !s.locks.tryLock(id) {
+		return nil, status.Errorf(codes.Aborted, "an operation on volume %s is in progress", id)
+	}
+	defer s.locks.unlock(id)
+	if err := mountutils.CleanupMountPoint(target, s.mounter, true); err != nil {
+		return nil, status.Errorf(codes.Internal, "unmount %s: %v", target, err)
+	}
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// isBlock tells whether path is a block device (a published Block volume).
+func isBlock(path string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return false, err
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFBLK, nil
+}
+
+// NodeExpandVolume implements csi.NodeServer: it grows a mounted
+// filesystem to its LV's size, online. Block volumes need nothing.
+func (s *NodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
+	id, path := req.GetVolumeId(), req.GetVolumePath()
+	switch {
+	case id == "":
+		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	case path == "":
+		return nil, status.Error(codes.InvalidArgument, "volume_path is required")
+	}
+	if !s.locks.tryLock(id) {
+		return nil, status.Errorf(codes.Aborted, "an operation on volume %s is in progress", id)
+	}
+	defer s.locks.unlock(id)
+	lv, err := s.findLV(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetCapacityRange().GetRequiredBytes() > int64(lv.GetSizeBytes()) {
+		return nil, status.Errorf(codes.OutOfRange, "volume %s is %d bytes, less than the %d requested: expand it on the controller first",
+			id, lv.GetSizeBytes(), req.GetCapacityRange().GetRequiredBytes())
+	}
+	block, err := isBlock(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, status.Errorf(codes.NotFound, "volume path %s does not exist", path)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "stat %s: %v", path, err)
+	}
+	if block || req.GetVolumeCapability().GetBlock() != nil {
+		return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(lv.GetSizeBytes())}, nil
+	}
+	if _, err := s.resizer.Resize(lv.GetDevicePath(), path); err != nil {
+		return nil, status.Errorf(codes.Internal, "grow filesystem of %s at %s: %v", lv.GetDevicePath(), path, err)
+	}
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(lv.GetSizeBytes())}, nil
+}
+
+// NodeGetVolumeStats implements csi.NodeServer: bytes and inodes of a
+// mounted filesystem, the size of a Block volume.
+func (s *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	id, path := req.GetVolumeId(), req.GetVolumePath()
+	switch {
+	case id == "":
+		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	case path == "":
+		return nil, status.Error(codes.InvalidArgument, "volume_path is required")
+	}
+	block, err := isBlock(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, status.Errorf(codes.NotFound, "volume path %s does not exist", path)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "stat %s: %v", path, err)
+	}
+	lv, err := s.findLV(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if block {
+		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+			{Unit: csi.VolumeUsage_BYTES, Total: int64(lv.GetSizeBytes())},
+		}}, nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return nil, status.Errorf(codes.Internal, "statfs %s: %v", path, err)
+	}
+	bs := st.Bsize
+	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+		{Unit: csi.VolumeUsage_BYTES, Total: int64(st.Blocks) * bs, Available: int64(st.Bavail) * bs, Used: int64(st.Blocks-st.Bfree) * bs},
+		{Unit: csi.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: int64(st.Files - st.Ffree)},
+	}}, nil
+}
+
+// NodeGetVolumeHealth implements csi.NodeServer. CSI 1.13 replaced the
+// volume condition of NodeGetVolumeStats with this call: a volume whose LV
+// is gone is INACCESSIBLE, one whose published path is gone DEGRADED.
+func (s *NodeServer) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHealthRequest) (*csi.NodeGetVolumeHealthResponse, error) {
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	}
+	health := &csi.VolumeHealth{VolumeId: id}
+	_, err := s.findLV(ctx, id)
+	switch {
+	case status.Code(err) == codes.NotFound:
+		health.HealthStatuses = append(health.HealthStatuses, &csi.VolumeHealth_VolumeHealthEntry{
+			Status: csi.VolumeHealthErrorType_INACCESSIBLE, Reason: "LVMissing",
+			Message: fmt.Sprintf("the LV of volume %s is gone from node %s", id, s.nodeName)})
+	case err != nil:
+		return nil, err
+	}
+	if p := req.GetVolumePublishPath(); p != "" {
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			health.HealthStatuses = append(health.HealthStatuses, &csi.VolumeHealth_VolumeHealthEntry{
+				Status: csi.VolumeHealthErrorType_DEGRADED, Reason: "PublishPathMissing",
+				Message: fmt.Sprintf("published path %s does not exist", p)})
+		}
+	}
+	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: health}, nil
+}

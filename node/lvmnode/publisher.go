@@ -1,0 +1,188 @@
+package lvmnode
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/lvmd"
+)
+
+// Publisher writes the LVMNode of one node from lvmd's capacity reports.
+type Publisher struct {
+	Client   client.Client
+	LVMD     lvmd.Client
+	NodeName string
+	// Interval is the least time between two writes; default 2s.
+	Interval time.Duration
+	// Retry is the wait before reconnecting a broken Watch; default 2s.
+	Retry time.Duration
+
+	mu     sync.Mutex
+	writes int
+}
+
+var _ manager.Runnable = (*Publisher)(nil)
+var _ manager.LeaderElectionRunnable = (*Publisher)(nil)
+
+// +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+
+// NeedLeaderElection is false: every node agent publishes its own node.
+func (p *Publisher) NeedLeaderElection() bool { return false }
+
+// Writes returns how many status writes the publisher made.
+func (p *Publisher) Writes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.writes
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Start follows lvmd's Watch until ctx ends, reconnecting when it breaks.
+func (p *Publisher) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithValues("node", p.NodeName)
+	latest := make(chan *pb.GetCapacityResponse, 1)
+	go p.follow(ctx, latest)
+
+	var pending *pb.GetCapacityResponse
+	var lastWrite time.Time
+	var timer <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case pending = <-latest:
+		case <-timer:
+			timer = nil
+		}
+		if pending == nil || timer != nil {
+			continue
+		}
+		if wait := orDefault(p.Interval, 2*time.Second) - time.Since(lastWrite); wait > 0 {
+			timer = time.After(wait) // rate limit: the newest report is written when it fires
+			continue
+		}
+		if err := p.publish(ctx, pending); err != nil {
+			logger.Error(err, "publish LVMNode failed; retrying")
+			timer = time.After(orDefault(p.Retry, 2*time.Second))
+			continue
+		}
+		lastWrite, pending = time.Now(), nil
+	}
+}
+
+// follow streams lvmd's reports into latest, keeping only the newest.
+func (p *Publisher) follow(ctx context.Context, latest chan *pb.GetCapacityResponse) {
+	logger := log.FromContext(ctx).WithValues("node", p.NodeName)
+	for ctx.Err() == nil {
+		stream, err := p.LVMD.Watch(ctx, &pb.WatchRequest{})
+		for err == nil {
+			var resp *pb.GetCapacityResponse
+			if resp, err = stream.Recv(); err == nil {
+				select {
+				case <-latest: // drop the older report
+				default:
+				}
+				latest <- resp
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		logger.Info("lvmd watch broke; reconnecting", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(orDefault(p.Retry, 2*time.Second)):
+		}
+	}
+}
+
+// publish writes resp into the LVMNode, creating it (owned by the Node)
+// first when missing. It writes nothing when the status would not change.
+func (p *Publisher) publish(ctx context.Context, resp *pb.GetCapacityResponse) error {
+	ln := &thinlvmv1.LVMNode{}
+	err := p.Client.Get(ctx, types.NamespacedName{Name: p.NodeName}, ln)
+	if apierrors.IsNotFound(err) {
+		ln, err = p.create(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	classes := DeviceClasses(resp)
+	if equality.Semantic.DeepEqual(ln.Status.DeviceClasses, classes) {
+		return nil
+	}
+	patch := client.MergeFrom(ln.DeepCopy())
+	ln.Status.DeviceClasses = classes
+	now := metav1.Now()
+	ln.Status.UpdateTime = &now
+	if err := p.Client.Status().Patch(ctx, ln, patch); err != nil {
+		return fmt.Errorf("update LVMNode %s status: %w", p.NodeName, err)
+	}
+	p.mu.Lock()
+	p.writes++
+	p.mu.Unlock()
+	log.FromContext(ctx).V(2).Info("LVMNode status written", "node", p.NodeName, "generation", resp.GetGeneration())
+	return nil
+}
+
+func (p *Publisher) create(ctx context.Context) (*thinlvmv1.LVMNode, error) {
+	node := &corev1.Node{}
+	if err := p.Client.Get(ctx, types.NamespacedName{Name: p.NodeName}, node); err != nil {
+		return nil, fmt.Errorf("get Node %s (the LVMNode's owner): %w", p.NodeName, err)
+	}
+	ln := &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{
+		Name: p.NodeName,
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
+		}},
+	}}
+	if err := p.Client.Create(ctx, ln); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return ln, p.Client.Get(ctx, types.NamespacedName{Name: p.NodeName}, ln)
+		}
+		return nil, fmt.Errorf("create LVMNode %s: %w", p.NodeName, err)
+	}
+	return ln, nil
+}
+
+// DeviceClasses converts lvmd's capacity report into LVMNode status.
+func DeviceClasses(resp *pb.GetCapacityResponse) []thinlvmv1.DeviceClassStatus {
+	q := func(b uint64) resource.Quantity { return *resource.NewQuantity(int64(b), resource.BinarySI) }
+	out := make([]thinlvmv1.DeviceClassStatus, 0, len(resp.GetDeviceClasses()))
+	for _, c := range resp.GetDeviceClasses() {
+		out = append(out, thinlvmv1.DeviceClassStatus{
+			Name: c.GetDeviceClass(), VolumeGroup: c.GetVolumeGroup(), ThinPool: c.GetThinPool(), Default: c.GetDefault(),
+			VGSize: q(c.GetVgSizeBytes()), VGFree: q(c.GetVgFreeBytes()), PoolSize: q(c.GetThinPoolSizeBytes()),
+			DataUsed: q(c.GetDataUsedBytes()), Virtual: q(c.GetVirtualBytes()), Available: q(c.GetAvailableBytes()),
+			DataPercent:        strconv.FormatFloat(c.GetDataPercent(), 'f', 2, 64),
+			MetadataPercent:    strconv.FormatFloat(c.GetMetadataPercent(), 'f', 2, 64),
+			OverprovisionRatio: strconv.FormatFloat(c.GetOverprovisionRatio(), 'g', -1, 64),
+			LVCount:            int32(c.GetLvCount()),
+		})
+	}
+	return out
+}

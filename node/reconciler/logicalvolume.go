@@ -1,0 +1,242 @@
+package reconciler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/lvmd/lvm"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/lvmd"
+)
+
+// Finalizer keeps a LogicalVolume until its node's agent removed the LV.
+const Finalizer = "thinlvm.io/lv"
+
+// OwnerTagPrefix prefixes the lvm tag that names an LV's LogicalVolume.
+const OwnerTagPrefix = "lv:"
+
+// LogicalVolumeReconciler reconciles the LogicalVolumes of one node.
+type LogicalVolumeReconciler struct {
+	Client   client.Client
+	LVMD     lvmd.Client
+	NodeName string
+	// RetryAfter is how long to wait before retrying a request lvmd refused
+	// for lack of space; default one minute.
+	RetryAfter time.Duration
+}
+
+// +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes/finalizers,verbs=update
+
+// SetupWithManager registers the reconciler for this node's LogicalVolumes.
+func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	onNode := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		lv, ok := o.(*thinlvmv1.LogicalVolume)
+		return ok && lv.Spec.NodeName == r.NodeName
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("logicalvolume").
+		For(&thinlvmv1.LogicalVolume{}, builder.WithPredicates(onNode)).
+		Complete(r)
+}
+
+// LVName is the LV name of a LogicalVolume: its own name where lvm accepts
+// that, else a stable hash of it. It never changes, so a restarted agent
+// finds the LV it made.
+func LVName(lv *thinlvmv1.LogicalVolume) string {
+	if lvm.ValidateLVName(lv.Name) == nil {
+		return lv.Name
+	}
+	if p := "tl-" + lv.Name; lvm.ValidateLVName(p) == nil {
+		return p // e.g. "snapshot-<uid>": "snapshot" is a reserved prefix
+	}
+	sum := sha256.Sum256([]byte(lv.Name))
+	return "tl-" + hex.EncodeToString(sum[:20])
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	lv := &thinlvmv1.LogicalVolume{}
+	if err := r.Client.Get(ctx, req.NamespacedName, lv); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if lv.Spec.NodeName != r.NodeName {
+		return ctrl.Result{}, nil
+	}
+	if !lv.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, lv)
+	}
+	// The finalizer goes on before the LV is made: an object deleted in the
+	// middle of a create still gets its LV removed.
+	if !controllerutil.ContainsFinalizer(lv, Finalizer) {
+		patch := client.MergeFrom(lv.DeepCopy())
+		controllerutil.AddFinalizer(lv, Finalizer)
+		if err := r.Client.Patch(ctx, lv, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+
+	vol, err := r.ensure(ctx, lv)
+	if err != nil {
+		code := status.Code(err)
+		logger.Info("logical volume failed", "lv", LVName(lv), "code", code.String(), "error", status.Convert(err).Message())
+		if serr := r.setStatus(ctx, lv, nil, err); serr != nil {
+			return ctrl.Result{}, errors.Join(err, serr)
+		}
+		switch code {
+		case codes.InvalidArgument, codes.AlreadyExists, codes.OutOfRange, codes.FailedPrecondition, codes.Unimplemented:
+			// The spec must change first: the update will requeue it.
+			return ctrl.Result{}, nil
+		case codes.ResourceExhausted, codes.NotFound:
+			return ctrl.Result{RequeueAfter: r.retryAfter()}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.setStatus(ctx, lv, vol, nil)
+}
+
+func (r *LogicalVolumeReconciler) retryAfter() time.Duration {
+	if r.RetryAfter > 0 {
+		return r.RetryAfter
+	}
+	return time.Minute
+}
+
+// ensure makes the LV exist with the spec's size; lvmd's calls are
+// idempotent, so ensure is too.
+func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.LogicalVolume) (*pb.LogicalVolume, error) {
+	name := LVName(lv)
+	size := uint64(lv.Spec.Size.Value())
+	tags := []string{OwnerTagPrefix + lv.Name}
+	var vol *pb.LogicalVolume
+	existing, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass})
+	switch {
+	case err == nil:
+		vol = existing.GetVolume()
+	case status.Code(err) != codes.NotFound:
+		return nil, err
+	case lv.Spec.Source == nil:
+		resp, err := r.LVMD.CreateLV(ctx, &pb.CreateLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass, SizeBytes: size, Tags: tags})
+		if err != nil {
+			return nil, err
+		}
+		vol = resp.GetVolume()
+	default:
+		source, err := r.sourceLV(ctx, lv)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := r.LVMD.CreateSnapshot(ctx, &pb.CreateSnapshotRequest{Name: name, DeviceClass: lv.Spec.DeviceClass,
+			SourceName: source, SizeBytes: size, ReadOnly: lv.Spec.AccessType == thinlvmv1.AccessReadOnly, Tags: tags})
+		if err != nil {
+			return nil, err
+		}
+		vol = resp.GetVolume()
+	}
+	if vol.GetSizeBytes() < size {
+		resp, err := r.LVMD.ResizeLV(ctx, &pb.ResizeLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass, SizeBytes: size})
+		if err != nil {
+			return nil, err
+		}
+		vol = resp.GetVolume()
+	}
+	return vol, nil
+}
+
+// sourceLV resolves a Volume or Snapshot source to its LV on this node.
+func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.LogicalVolume) (string, error) {
+	src := lv.Spec.Source
+	switch src.Kind {
+	case thinlvmv1.SourceVolume, thinlvmv1.SourceSnapshot:
+	default:
+		return "", status.Errorf(codes.Unimplemented, "source kind %s is not supported by this node agent", src.Kind)
+	}
+	from := &thinlvmv1.LogicalVolume{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: src.Name}, from); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", status.Errorf(codes.NotFound, "source LogicalVolume %s not found", src.Name)
+		}
+		return "", err
+	}
+	if from.Spec.NodeName != lv.Spec.NodeName {
+		return "", status.Errorf(codes.FailedPrecondition, "source LogicalVolume %s is on node %s, not %s", src.Name, from.Spec.NodeName, lv.Spec.NodeName)
+	}
+	if from.Spec.DeviceClass != lv.Spec.DeviceClass {
+		return "", status.Errorf(codes.FailedPrecondition, "source LogicalVolume %s is in device class %q, not %q", src.Name, from.Spec.DeviceClass, lv.Spec.DeviceClass)
+	}
+	if !meta.IsStatusConditionTrue(from.Status.Conditions, thinlvmv1.ConditionReady) || from.Status.VolumeID == "" {
+		return "", status.Errorf(codes.NotFound, "source LogicalVolume %s is not ready yet", src.Name)
+	}
+	return from.Status.VolumeID, nil
+}
+
+// setStatus writes the outcome of a reconcile: vol on success, err on
+// failure (vol nil).
+func (r *LogicalVolumeReconciler) setStatus(ctx context.Context, lv *thinlvmv1.LogicalVolume, vol *pb.LogicalVolume, err error) error {
+	patch := client.MergeFrom(lv.DeepCopy())
+	st := &lv.Status
+	st.ObservedGeneration = lv.Generation
+	if err == nil {
+		st.VolumeID = vol.GetName()
+		q := resource.NewQuantity(int64(vol.GetSizeBytes()), resource.BinarySI)
+		st.CurrentSize = q
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionTrue,
+			Reason: "Created", Message: fmt.Sprintf("lv %s/%s is %s", vol.GetVolumeGroup(), vol.GetName(), q), ObservedGeneration: lv.Generation})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionFailed, Status: metav1.ConditionFalse,
+			Reason: "Succeeded", ObservedGeneration: lv.Generation})
+	} else {
+		code := status.Code(err)
+		msg := status.Convert(err).Message()
+		ready := metav1.ConditionFalse
+		if st.VolumeID != "" && meta.IsStatusConditionTrue(st.Conditions, thinlvmv1.ConditionReady) && code != codes.NotFound {
+			ready = metav1.ConditionTrue // the LV exists; a failed resize does not unmake it
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionReady, Status: ready,
+			Reason: code.String(), Message: msg, ObservedGeneration: lv.Generation})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionFailed, Status: metav1.ConditionTrue,
+			Reason: code.String(), Message: msg, ObservedGeneration: lv.Generation})
+	}
+	if err := r.Client.Status().Patch(ctx, lv, patch); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	return nil
+}
+
+// finalize removes the LV and then the finalizer.
+func (r *LogicalVolumeReconciler) finalize(ctx context.Context, lv *thinlvmv1.LogicalVolume) error {
+	if !controllerutil.ContainsFinalizer(lv, Finalizer) {
+		return nil
+	}
+	_, err := r.LVMD.RemoveLV(ctx, &pb.RemoveLVRequest{Name: LVName(lv), DeviceClass: lv.Spec.DeviceClass})
+	if err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("remove lv %s: %w", LVName(lv), err)
+	}
+	patch := client.MergeFrom(lv.DeepCopy())
+	controllerutil.RemoveFinalizer(lv, Finalizer)
+	if err := r.Client.Patch(ctx, lv, patch); err != nil {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	log.FromContext(ctx).Info("logical volume removed", "lv", LVName(lv))
+	return nil
+}
