@@ -48,8 +48,13 @@ build: ## Build the binaries into bin/.
 test: test-unit test-lvm ## Run all tests: unit tests and the real-LVM tests.
 
 .PHONY: test-unit
-test-unit: ## Unit tests (fakes at the lvm runner boundary).
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e/)
+test-unit: ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
+	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e/)
+
+.PHONY: k8s-bin
+k8s-bin: ## Build (cached) etcd and kube-apiserver from Go modules.
+	e2e/cluster/build.sh etcd kube-apiserver
 
 .PHONY: lvmvm-image
 lvmvm-image: ## Build (cached) the kernel + initramfs of the real-LVM test VM.

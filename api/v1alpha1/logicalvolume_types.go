@@ -41,6 +41,8 @@ type VolumeSource struct {
 
 // LogicalVolumeSpec is the LV wanted on one node.
 // +kubebuilder:validation:XValidation:rule="quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="size may only grow"
+// +kubebuilder:validation:XValidation:rule="(has(self.deviceClass) ? self.deviceClass : '') == (has(oldSelf.deviceClass) ? oldSelf.deviceClass : '')",message="deviceClass is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.source) == has(oldSelf.source) && (!has(self.source) || self.source == oldSelf.source)",message="source is immutable"
 type LogicalVolumeSpec struct {
 	// Name is the volume's name outside Kubernetes objects (the CSI volume
 	// name); the LV is named after the LogicalVolume object.
@@ -55,7 +57,6 @@ type LogicalVolumeSpec struct {
 	// DeviceClass is lvmd's device class (thin pool); empty for the node's
 	// default.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="deviceClass is immutable"
 	DeviceClass string `json:"deviceClass,omitempty"`
 
 	// Size is the LV's size; it may grow, never shrink.
@@ -65,7 +66,6 @@ type LogicalVolumeSpec struct {
 	// Source makes the LV a thin snapshot of another volume, a snapshot or
 	// a golden base.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="source is immutable"
 	Source *VolumeSource `json:"source,omitempty"`
 
 	// AccessType is rw (default) or ro.

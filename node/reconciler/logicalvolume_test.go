@@ -1,0 +1,328 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/node/lvmd/fake"
+	"github.com/thinlvm/thinlvm/node/reconciler"
+)
+
+var nodeSeq atomic.Int32
+
+// startAgent runs the reconciler for a fresh node name with f as lvmd,
+// until the test ends; stop ends it earlier.
+func startAgent(t *testing.T, f *fake.LVMD) (node string, stop func()) {
+	t.Helper()
+	node = fmt.Sprintf("node-%d", nodeSeq.Add(1))
+	return node, startAgentOn(t, node, f)
+}
+
+func startAgentOn(t *testing.T, node string, f *fake.LVMD) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:     scheme.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: f, NodeName: node, RetryAfter: 200 * time.Millisecond}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once atomic.Bool
+	stop = func() {
+		if once.CompareAndSwap(false, true) {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func newLV(name, node, size string) *thinlvmv1.LogicalVolume {
+	return &thinlvmv1.LogicalVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       thinlvmv1.LogicalVolumeSpec{Name: name, NodeName: node, Size: resource.MustParse(size)},
+	}
+}
+
+func get(t *testing.T, name string) *thinlvmv1.LogicalVolume {
+	t.Helper()
+	lv := &thinlvmv1.LogicalVolume{}
+	if err := k8sClient.Get(context.Background(), types.NamespacedName{Name: name}, lv); err != nil {
+		t.Fatal(err)
+	}
+	return lv
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func readyLV(t *testing.T, name string) *thinlvmv1.LogicalVolume {
+	t.Helper()
+	var lv *thinlvmv1.LogicalVolume
+	eventually(t, name+" to be Ready", func() bool {
+		lv = get(t, name)
+		return meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady) && lv.Status.ObservedGeneration == lv.Generation
+	})
+	return lv
+}
+
+func gone(t *testing.T, name string) {
+	t.Helper()
+	eventually(t, name+" to be deleted", func() bool {
+		err := k8sClient.Get(context.Background(), types.NamespacedName{Name: name}, &thinlvmv1.LogicalVolume{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+func TestCreateResizeDelete(t *testing.T) {
+	ctx := context.Background()
+	f := &fake.LVMD{}
+	node, _ := startAgent(t, f)
+	if err := k8sClient.Create(ctx, newLV("pvc-crd", node, "1Gi")); err != nil {
+		t.Fatal(err)
+	}
+	lv := readyLV(t, "pvc-crd")
+	if lv.Status.VolumeID != "pvc-crd" || lv.Status.CurrentSize.Cmp(resource.MustParse("1Gi")) != 0 || !controllerutil.ContainsFinalizer(lv, reconciler.Finalizer) {
+		t.Fatalf("status %+v, finalizers %v", lv.Status, lv.Finalizers)
+	}
+	if c := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionFailed); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Failed condition %+v", c)
+	}
+	got, ok := f.LV("pvc-crd")
+	if !ok || got.GetSizeBytes() != 1<<30 || got.GetTags()[1] != "lv:pvc-crd" {
+		t.Fatalf("lvmd has %v", got)
+	}
+
+	lv.Spec.Size = resource.MustParse("3Gi")
+	if err := k8sClient.Update(ctx, lv); err != nil {
+		t.Fatal(err)
+	}
+	lv = readyLV(t, "pvc-crd")
+	if lv.Status.CurrentSize.Cmp(resource.MustParse("3Gi")) != 0 {
+		t.Errorf("current size %v after growing the spec", lv.Status.CurrentSize)
+	}
+	if got, _ := f.LV("pvc-crd"); got.GetSizeBytes() != 3<<30 {
+		t.Errorf("lvmd LV is %d bytes", got.GetSizeBytes())
+	}
+
+	if err := k8sClient.Delete(ctx, lv); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, "pvc-crd")
+	if _, ok := f.LV("pvc-crd"); ok {
+		t.Error("LV left behind after delete")
+	}
+}
+
+func TestOtherNodesAreIgnored(t *testing.T) {
+	ctx := context.Background()
+	f := &fake.LVMD{}
+	startAgent(t, f)
+	if err := k8sClient.Create(ctx, newLV("pvc-elsewhere", "some-other-node", "1Gi")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if lv := get(t, "pvc-elsewhere"); len(lv.Finalizers) != 0 || len(lv.Status.Conditions) != 0 {
+		t.Errorf("another node's LogicalVolume was touched: %+v", lv)
+	}
+	if n := len(f.Calls()); n != 0 {
+		t.Errorf("lvmd called %d times for another node's volume: %v", n, f.Calls())
+	}
+	if err := k8sClient.Delete(ctx, get(t, "pvc-elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidationByTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	tiny := newLV("lv-tiny", "n", "512Ki")
+	if err := k8sClient.Create(ctx, tiny); !apierrors.IsInvalid(err) {
+		t.Errorf("size 512Ki: %v, want Invalid", err)
+	}
+	badAccess := newLV("lv-bad-access", "n", "1Gi")
+	badAccess.Spec.AccessType = "rwx"
+	if err := k8sClient.Create(ctx, badAccess); !apierrors.IsInvalid(err) {
+		t.Errorf("accessType rwx: %v, want Invalid", err)
+	}
+	badSource := newLV("lv-bad-source", "n", "1Gi")
+	badSource.Spec.Source = &thinlvmv1.VolumeSource{Kind: "Backup", Name: "x"}
+	if err := k8sClient.Create(ctx, badSource); !apierrors.IsInvalid(err) {
+		t.Errorf("source kind Backup: %v, want Invalid", err)
+	}
+
+	lv := newLV("lv-immutable", "n", "1Gi")
+	if err := k8sClient.Create(ctx, lv); err != nil {
+		t.Fatal(err)
+	}
+	defer k8sClient.Delete(ctx, lv)
+	if lv.Spec.AccessType != thinlvmv1.AccessReadWrite {
+		t.Errorf("accessType defaulted to %q, want rw", lv.Spec.AccessType)
+	}
+	for name, mutate := range map[string]func(*thinlvmv1.LogicalVolume){
+		"shrink":             func(l *thinlvmv1.LogicalVolume) { l.Spec.Size = resource.MustParse("512Mi") },
+		"change node":        func(l *thinlvmv1.LogicalVolume) { l.Spec.NodeName = "m" },
+		"change deviceClass": func(l *thinlvmv1.LogicalVolume) { l.Spec.DeviceClass = "hdd" },
+		"add a source":       func(l *thinlvmv1.LogicalVolume) { l.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: "x"} },
+	} {
+		l := get(t, "lv-immutable")
+		mutate(l)
+		if err := k8sClient.Update(ctx, l); !apierrors.IsInvalid(err) {
+			t.Errorf("%s: %v, want Invalid", name, err)
+		}
+	}
+}
+
+// An object deleted while its LV is being made still gets the LV removed:
+// the finalizer went on first.
+func TestDeleteMidCreateLeavesNoLV(t *testing.T) {
+	ctx := context.Background()
+	f := &fake.LVMD{Gate: make(chan struct{})}
+	node, _ := startAgent(t, f)
+	if err := k8sClient.Create(ctx, newLV("pvc-mid", node, "1Gi")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "CreateLV to start", func() bool { return f.Count("CreateLV") > 0 })
+	if lv := get(t, "pvc-mid"); !controllerutil.ContainsFinalizer(lv, reconciler.Finalizer) {
+		t.Fatal("CreateLV ran before the finalizer was added")
+	}
+	if err := k8sClient.Delete(ctx, get(t, "pvc-mid")); err != nil {
+		t.Fatal(err)
+	}
+	close(f.Gate) // the create finishes after the delete
+	gone(t, "pvc-mid")
+	if names := f.LVNames(); len(names) != 0 {
+		t.Errorf("orphan LVs: %v", names)
+	}
+}
+
+func TestFailureConditionAndRetry(t *testing.T) {
+	ctx := context.Background()
+	f := &fake.LVMD{}
+	f.SetFail("CreateLV", fake.Errorf(codes.ResourceExhausted, "thin pool vg/pool is over its high-water mark: data 93.00%%, metadata 12.00%%"))
+	node, _ := startAgent(t, f)
+	if err := k8sClient.Create(ctx, newLV("pvc-full", node, "1Gi")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Failed condition", func() bool {
+		c := meta.FindStatusCondition(get(t, "pvc-full").Status.Conditions, thinlvmv1.ConditionFailed)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	lv := get(t, "pvc-full")
+	failed := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionFailed)
+	ready := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionReady)
+	if failed.Reason != "ResourceExhausted" || failed.Message == "" || ready.Status != metav1.ConditionFalse {
+		t.Errorf("conditions %+v", lv.Status.Conditions)
+	}
+	f.SetFail("CreateLV", nil) // space freed: the retry succeeds
+	readyLV(t, "pvc-full")
+	if err := k8sClient.Delete(ctx, lv); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, "pvc-full")
+}
+
+func TestSnapshotSourceAndRestart(t *testing.T) {
+	ctx := context.Background()
+	f := &fake.LVMD{}
+	node, stop := startAgent(t, f)
+	if err := k8sClient.Create(ctx, newLV("pvc-origin", node, "1Gi")); err != nil {
+		t.Fatal(err)
+	}
+	readyLV(t, "pvc-origin")
+	snap := newLV("snapshot-1234", node, "1Gi")
+	snap.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: "pvc-origin"}
+	snap.Spec.AccessType = thinlvmv1.AccessReadOnly
+	if err := k8sClient.Create(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	clone := newLV("pvc-clone", node, "5Gi")
+	clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceSnapshot, Name: "snapshot-1234"}
+	if err := k8sClient.Create(ctx, clone); err != nil {
+		t.Fatal(err)
+	}
+	s := readyLV(t, "snapshot-1234")
+	c := readyLV(t, "pvc-clone")
+	// "snapshot" is a prefix lvm reserves: the LV gets a derived name.
+	if s.Status.VolumeID != "tl-snapshot-1234" {
+		t.Errorf("snapshot volumeID %q", s.Status.VolumeID)
+	}
+	sl, _ := f.LV("tl-snapshot-1234")
+	cl, _ := f.LV("pvc-clone")
+	if sl.GetOrigin() != "pvc-origin" || !sl.GetReadOnly() || cl.GetOrigin() != "tl-snapshot-1234" || cl.GetSizeBytes() != 5<<30 || c.Status.CurrentSize.Value() != 5<<30 {
+		t.Errorf("snapshot %v, clone %v", sl, cl)
+	}
+
+	// A restarted agent finds every LV it made and makes none again.
+	creates := f.Count("CreateLV") + f.Count("CreateSnapshot")
+	stop()
+	startAgentOn(t, node, f)
+	time.Sleep(2 * time.Second)
+	for _, name := range []string{"pvc-origin", "snapshot-1234", "pvc-clone"} {
+		readyLV(t, name)
+	}
+	if again := f.Count("CreateLV") + f.Count("CreateSnapshot"); again != creates {
+		t.Errorf("restart made %d more LVs", again-creates)
+	}
+
+	// A source on another node cannot be used.
+	far := newLV("pvc-far", node, "1Gi")
+	far.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: "pvc-elsewhere-src"}
+	other := newLV("pvc-elsewhere-src", "another-node", "1Gi")
+	if err := k8sClient.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Create(ctx, far); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "FailedPrecondition", func() bool {
+		c := meta.FindStatusCondition(get(t, "pvc-far").Status.Conditions, thinlvmv1.ConditionFailed)
+		return c != nil && c.Reason == "FailedPrecondition"
+	})
+	for _, name := range []string{"pvc-far", "pvc-clone", "snapshot-1234", "pvc-origin", "pvc-elsewhere-src"} {
+		if err := k8sClient.Delete(ctx, get(t, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"pvc-far", "pvc-clone", "snapshot-1234", "pvc-origin"} {
+		gone(t, name)
+	}
+	if names := f.LVNames(); len(names) != 0 {
+		t.Errorf("LVs left: %v", names)
+	}
+}
