@@ -41,7 +41,7 @@ type VolumeSource struct {
 
 // LogicalVolumeSpec is the LV wanted on one node.
 // +kubebuilder:validation:XValidation:rule="quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="size may only grow"
-// +kubebuilder:validation:XValidation:rule="(has(self.deviceClass) ? self.deviceClass : '') == (has(oldSelf.deviceClass) ? oldSelf.deviceClass : '')",message="deviceClass is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.deviceClass) == has(oldSelf.deviceClass) && (!has(self.deviceClass) || self.deviceClass == oldSelf.deviceClass)",message="deviceClass is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.source) == has(oldSelf.source) && (!has(self.source) || self.source == oldSelf.source)",message="source is immutable"
 type LogicalVolumeSpec struct {
 	// Name is the volume's name outside Kubernetes objects (the CSI volume

@@ -198,7 +198,9 @@ func TestValidationByTheAPIServer(t *testing.T) {
 		"shrink":             func(l *thinlvmv1.LogicalVolume) { l.Spec.Size = resource.MustParse("512Mi") },
 		"change node":        func(l *thinlvmv1.LogicalVolume) { l.Spec.NodeName = "m" },
 		"change deviceClass": func(l *thinlvmv1.LogicalVolume) { l.Spec.DeviceClass = "hdd" },
-		"add a source":       func(l *thinlvmv1.LogicalVolume) { l.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: "x"} },
+		"add a source": func(l *thinlvmv1.LogicalVolume) {
+			l.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: "x"}
+		},
 	} {
 		l := get(t, "lv-immutable")
 		mutate(l)
