@@ -30,6 +30,7 @@ generate: ## Regenerate checked-in code (protobuf/gRPC).
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/crds
 	$(GO) tool controller-gen rbac:roleName=thinlvm-node paths=./node/... output:rbac:artifacts:config=deploy/rbac/node
+	$(GO) tool controller-gen rbac:roleName=thinlvm-controller paths=./controller/... output:rbac:artifacts:config=deploy/rbac/controller
 
 .PHONY: verify
 verify: generate ## Check formatting, vet, and that generated code is current.
@@ -45,7 +46,7 @@ build: ## Build the binaries into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: test-unit test-lvm ## Run all tests: unit tests and the real-LVM tests.
+test: test-unit test-lvm sanity ## Run all tests: unit and envtest, real-LVM, csi-sanity.
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
@@ -63,6 +64,11 @@ lvmvm-image: ## Build (cached) the kernel + initramfs of the real-LVM test VM.
 .PHONY: test-lvm
 test-lvm: lvmvm-image ## Tests against real lvm2 in a qemu VM (boots one VM).
 	$(GO) test -count=1 -timeout 30m ./e2e/lvmvm/...
+
+.PHONY: sanity
+sanity: lvmvm-image ## The csi-sanity suite: controller on envtest, node service on real lvm2 in the VM.
+	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 30m ./e2e/sanity/... -ginkgo.no-color
 
 .PHONY: bench
 bench: lvmvm-image ## Benchmarks on real lvm2 in the VM: prints the ratios.

@@ -10,3 +10,7 @@ const (
 	// device class.
 	DeviceClassParameter = "thinlvm.io/device-class"
 )
+
+// LogicalVolumeFinalizer is the node agent's finalizer on LogicalVolumes:
+// it keeps the object until the agent removed the LV.
+const LogicalVolumeFinalizer = "thinlvm.io/lv"

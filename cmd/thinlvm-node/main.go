@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	csispec "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
@@ -76,11 +78,12 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	csiServer := &csi.Server{
-		Listener: lis, Log: logger.WithName("csi"),
-		Identity: &csi.IdentityServer{LVMD: client, Version: version},
-		Node:     csi.NewNodeServer(o.nodeName, client, nil, nil),
-	}
+	identity := &csi.IdentityServer{LVMD: client, Version: version}
+	node := csi.NewNodeServer(o.nodeName, client, nil, nil)
+	csiServer := &endpoint.Server{Listener: lis, Log: logger.WithName("csi"), Register: func(s *grpc.Server) {
+		csispec.RegisterIdentityServer(s, identity)
+		csispec.RegisterNodeServer(s, node)
+	}}
 	if !o.controllers {
 		return csiServer.Start(ctx)
 	}

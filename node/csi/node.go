@@ -18,6 +18,7 @@ import (
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/lvmd"
+	"github.com/thinlvm/thinlvm/node/reconciler"
 )
 
 // Filesystems the node service formats and mounts.
@@ -75,15 +76,17 @@ func (s *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
-// findLV returns the LV named volumeID in any device class: LV names are
-// unique on a node because they derive from LogicalVolume names.
+// findLV returns the LV of volumeID (a LogicalVolume's name) in any device
+// class: LV names are unique on a node because they derive from
+// LogicalVolume names.
 func (s *NodeServer) findLV(ctx context.Context, volumeID string) (*pb.LogicalVolume, error) {
 	resp, err := s.lvmd.ListLVs(ctx, &pb.ListLVsRequest{})
 	if err != nil {
 		return nil, status.Errorf(status.Code(err), "list LVs: %s", status.Convert(err).Message())
 	}
+	name := reconciler.LVNameOf(volumeID)
 	for _, lv := range resp.GetVolumes() {
-		if lv.GetName() == volumeID {
+		if lv.GetName() == name {
 			return lv, nil
 		}
 	}
@@ -139,6 +142,15 @@ func (s *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	readOnly := req.GetReadonly() || capability.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
 	if lv.GetReadOnly() && !readOnly {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is a read-only LV: publish it read-only", id)
+	}
+	if capability.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER {
+		elsewhere, err := publishedElsewhere(lv.GetDevicePath(), target)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "check where volume %s is published: %v", id, err)
+		}
+		if elsewhere != "" {
+			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is single-writer and already published at %s", id, elsewhere)
+		}
 	}
 	if capability.GetBlock() != nil {
 		return &csi.NodePublishVolumeResponse{}, s.publishBlock(lv, target, readOnly)
@@ -231,6 +243,34 @@ func (s *NodeServer) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpubli
 		return nil, status.Errorf(codes.Internal, "unmount %s: %v", target, err)
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// publishedElsewhere returns a mount point other than target where device
+// is published: a filesystem mounted from it, or a bind mount of its device
+// node (devtmpfs, rooted at the node's name).
+func publishedElsewhere(device, target string) (string, error) {
+	real, err := filepath.EvalSymlinks(device)
+	if err != nil {
+		return "", err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(real, &st); err != nil {
+		return "", err
+	}
+	major, minor := int(unix.Major(st.Rdev)), int(unix.Minor(st.Rdev))
+	infos, err := mountutils.ParseMountInfo("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	for _, m := range infos {
+		if m.MountPoint == target {
+			continue
+		}
+		if m.Major == major && m.Minor == minor || m.FsType == "devtmpfs" && m.Root == "/"+filepath.Base(real) {
+			return m.MountPoint, nil
+		}
+	}
+	return "", nil
 }
 
 // isBlock tells whether path is a block device (a published Block volume).

@@ -29,7 +29,7 @@ import (
 )
 
 // Finalizer keeps a LogicalVolume until its node's agent removed the LV.
-const Finalizer = "thinlvm.io/lv"
+const Finalizer = thinlvmv1.LogicalVolumeFinalizer
 
 // OwnerTagPrefix prefixes the lvm tag that names an LV's LogicalVolume.
 const OwnerTagPrefix = "lv:"
@@ -60,17 +60,22 @@ func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// LVName is the LV name of a LogicalVolume: its own name where lvm accepts
-// that, else a stable hash of it. It never changes, so a restarted agent
-// finds the LV it made.
-func LVName(lv *thinlvmv1.LogicalVolume) string {
-	if lvm.ValidateLVName(lv.Name) == nil {
-		return lv.Name
+// LVName is the LV name of a LogicalVolume.
+func LVName(lv *thinlvmv1.LogicalVolume) string { return LVNameOf(lv.Name) }
+
+// LVNameOf is the LV name of the LogicalVolume named name (which is also
+// its CSI volume ID): the name itself where lvm accepts it, else with "tl-"
+// before it, else a stable hash of it. It never changes, so a restarted
+// agent finds the LV it made and the CSI node service finds the LV of a
+// volume ID.
+func LVNameOf(name string) string {
+	if lvm.ValidateLVName(name) == nil {
+		return name
 	}
-	if p := "tl-" + lv.Name; lvm.ValidateLVName(p) == nil {
+	if p := "tl-" + name; lvm.ValidateLVName(p) == nil {
 		return p // e.g. "snapshot-<uid>": "snapshot" is a reserved prefix
 	}
-	sum := sha256.Sum256([]byte(lv.Name))
+	sum := sha256.Sum256([]byte(name))
 	return "tl-" + hex.EncodeToString(sum[:20])
 }
 

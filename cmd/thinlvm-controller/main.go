@@ -1,0 +1,117 @@
+// Command thinlvm-controller is thinlvm's controller: the CSI Controller
+// service (volumes and snapshots as LogicalVolumes) for the CSI sidecars,
+// and the cleanup after deleted nodes.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	csispec "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
+	"github.com/thinlvm/thinlvm/controller/csi"
+	"github.com/thinlvm/thinlvm/controller/reconciler"
+)
+
+var version = "dev"
+
+type options struct {
+	csiAddress     string
+	metricsAddress string
+	probeAddress   string
+	leaderElect    bool
+	leaderNS       string
+	nodeCleanup    bool
+	waitTimeout    time.Duration
+}
+
+func main() {
+	var o options
+	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+	fs.StringVar(&o.csiAddress, "csi-address", "unix:///run/csi/csi.sock", "Where to serve CSI: unix:///path or tcp://host:port.")
+	fs.StringVar(&o.metricsAddress, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables.")
+	fs.StringVar(&o.probeAddress, "health-probe-bind-address", ":8081", "Health probe address; 0 disables.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among replicas for the node cleanup.")
+	fs.StringVar(&o.leaderNS, "leader-election-namespace", "", "Namespace of the leader election lease (default: in-cluster namespace).")
+	fs.BoolVar(&o.nodeCleanup, "node-cleanup", true, "Delete the PVCs and LogicalVolumes of deleted Nodes.")
+	fs.DurationVar(&o.waitTimeout, "wait-timeout", 2*time.Minute, "How long a CSI call without a deadline waits for the node agent.")
+	klog.InitFlags(fs)
+	ctrl.RegisterFlags(fs)
+	_ = fs.Parse(os.Args[1:])
+	if err := run(o); err != nil {
+		klog.Background().Error(err, "thinlvm-controller failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	logger := klog.Background()
+	ctrl.SetLogger(logger)
+	ctx := ctrl.SetupSignalHandler()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := thinlvmv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddress},
+		HealthProbeBindAddress:  o.probeAddress,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "thinlvm-controller",
+		LeaderElectionNamespace: o.leaderNS,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if o.nodeCleanup {
+		if err := (&reconciler.NodeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	lis, err := endpoint.Listen(o.csiAddress)
+	if err != nil {
+		return err
+	}
+	controller := &csi.ControllerServer{Client: mgr.GetClient(), Timeout: o.waitTimeout, Metrics: csi.NewMetrics(ctrlmetrics.Registry)}
+	identity := &csi.IdentityServer{Version: version}
+	if err := mgr.Add(&endpoint.Server{Listener: lis, Log: logger.WithName("csi"), Register: func(s *grpc.Server) {
+		csispec.RegisterIdentityServer(s, identity)
+		csispec.RegisterControllerServer(s, controller)
+	}}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("cache", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return fmt.Errorf("cache not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	logger.Info("thinlvm-controller starting", "version", version)
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,612 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+)
+
+// Labels on the LogicalVolumes the controller creates.
+const (
+	// KindLabel is "volume" or "snapshot".
+	KindLabel = "thinlvm.io/kind"
+	// SourceLabel is a snapshot's source volume ID.
+	SourceLabel = "thinlvm.io/source-volume"
+
+	kindVolume   = "volume"
+	kindSnapshot = "snapshot"
+)
+
+// Sizes.
+const (
+	defaultSize = 1 << 30
+	minSize     = 1 << 20
+)
+
+var supportedFS = []string{"", "ext4", "xfs"}
+
+// ControllerServer is the CSI Controller service.
+type ControllerServer struct {
+	csi.UnimplementedControllerServer
+	// Client reads (from a cache) and writes LogicalVolumes and LVMNodes.
+	Client client.Client
+	// Poll is how often a pending LogicalVolume is checked; default 100ms.
+	Poll time.Duration
+	// Timeout bounds a wait for the node agent when the caller set no
+	// deadline; default 2m.
+	Timeout time.Duration
+	// Metrics, when set, observes CreateVolume.
+	Metrics *Metrics
+}
+
+var _ csi.ControllerServer = (*ControllerServer)(nil)
+
+// +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes,verbs=get;list;watch
+
+// ControllerGetCapabilities implements csi.ControllerServer.
+func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
+	var caps []*csi.ControllerServiceCapability
+	for _, t := range []csi.ControllerServiceCapability_RPC_Type{
+		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
+		csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
+		csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
+		csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
+		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+		csi.ControllerServiceCapability_RPC_GET_CAPACITY,
+		csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	} {
+		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: t}}})
+	}
+	return &csi.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+func checkCapabilities(caps []*csi.VolumeCapability) error {
+	if len(caps) == 0 {
+		return status.Error(codes.InvalidArgument, "volume_capabilities are required")
+	}
+	for _, c := range caps {
+		switch c.GetAccessMode().GetMode() {
+		case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
+			csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
+		default:
+			return status.Errorf(codes.InvalidArgument, "access mode %s is not supported: thinlvm volumes are node-local", c.GetAccessMode().GetMode())
+		}
+		switch {
+		case c.GetBlock() != nil:
+		case c.GetMount() != nil:
+			if !slices.Contains(supportedFS, c.GetMount().GetFsType()) {
+				return status.Errorf(codes.InvalidArgument, "fs_type %q is not supported (ext4, xfs)", c.GetMount().GetFsType())
+			}
+		default:
+			return status.Error(codes.InvalidArgument, "a volume capability needs an access type: block or mount")
+		}
+	}
+	return nil
+}
+
+// size picks the volume size from a capacity range.
+func size(r *csi.CapacityRange) (int64, error) {
+	req, lim := r.GetRequiredBytes(), r.GetLimitBytes()
+	if req < 0 || lim < 0 {
+		return 0, status.Error(codes.InvalidArgument, "capacity_range bytes must not be negative")
+	}
+	if lim > 0 && req > lim {
+		return 0, status.Errorf(codes.InvalidArgument, "required_bytes %d is over limit_bytes %d", req, lim)
+	}
+	n := req
+	if n == 0 {
+		n = min(defaultSize, max(lim, minSize))
+		if lim == 0 {
+			n = defaultSize
+		}
+	}
+	n = max(n, minSize)
+	if lim > 0 && n > lim {
+		return 0, status.Errorf(codes.OutOfRange, "the smallest volume (%d bytes) is over limit_bytes %d", n, lim)
+	}
+	return n, nil
+}
+
+func (s *ControllerServer) waitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	t := s.Timeout
+	if t == 0 {
+		t = 2 * time.Minute
+	}
+	return context.WithTimeout(ctx, t)
+}
+
+func (s *ControllerServer) getLV(ctx context.Context, name string) (*thinlvmv1.LogicalVolume, error) {
+	lv := &thinlvmv1.LogicalVolume{}
+	if err := s.Client.Get(ctx, types.NamespacedName{Name: name}, lv); err != nil {
+		return nil, err
+	}
+	return lv, nil
+}
+
+// waitReady waits until the node agent made the LogicalVolume (Ready for
+// the current generation) or refused it (Failed, whose reason is lvmd's
+// code). done tells whether the object is where the caller wants it.
+func (s *ControllerServer) waitReady(ctx context.Context, name string, done func(*thinlvmv1.LogicalVolume) bool) (*thinlvmv1.LogicalVolume, error) {
+	ctx, cancel := s.waitContext(ctx)
+	defer cancel()
+	poll := s.Poll
+	if poll == 0 {
+		poll = 100 * time.Millisecond
+	}
+	for {
+		lv, err := s.getLV(ctx, name)
+		if err == nil && lv.Status.ObservedGeneration == lv.Generation {
+			if done(lv) {
+				return lv, nil
+			}
+			if c := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+				return lv, status.Error(codeOf(c.Reason), c.Message)
+			}
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, status.Errorf(codes.DeadlineExceeded, "LogicalVolume %s: the node agent has not reported yet", name)
+		case <-time.After(poll):
+		}
+	}
+}
+
+func ready(lv *thinlvmv1.LogicalVolume) bool {
+	return meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady) && lv.Status.CurrentSize != nil
+}
+
+// codeOf turns a Failed condition's reason (a gRPC code's name) back into
+// the code.
+func codeOf(reason string) codes.Code {
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		if c.String() == reason {
+			return c
+		}
+	}
+	return codes.Internal
+}
+
+// waitGone waits until the LogicalVolume is deleted (its agent removed the
+// LV and the finalizer).
+func (s *ControllerServer) waitGone(ctx context.Context, name string) error {
+	ctx, cancel := s.waitContext(ctx)
+	defer cancel()
+	poll := s.Poll
+	if poll == 0 {
+		poll = 100 * time.Millisecond
+	}
+	for {
+		_, err := s.getLV(ctx, name)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return status.Errorf(codes.DeadlineExceeded, "LogicalVolume %s: its node agent has not removed the LV yet", name)
+		case <-time.After(poll):
+		}
+	}
+}
+
+func topologyNode(t *csi.Topology) string { return t.GetSegments()[thinlvmv1.TopologyKey] }
+
+// CreateVolume implements csi.ControllerServer.
+func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	start := time.Now()
+	resp, err := s.createVolume(ctx, req)
+	if s.Metrics != nil {
+		s.Metrics.observeCreate(start, err)
+	}
+	return resp, err
+}
+
+func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	if req.GetName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "name is required")
+	}
+	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
+		return nil, err
+	}
+	want, err := size(req.GetCapacityRange())
+	if err != nil {
+		return nil, err
+	}
+	class := req.GetParameters()[thinlvmv1.DeviceClassParameter]
+	name := objectName("vol", req.GetName())
+
+	var source *thinlvmv1.VolumeSource
+	var sourceNode string
+	if cs := req.GetVolumeContentSource(); cs != nil {
+		var kind thinlvmv1.SourceKind
+		var id string
+		switch {
+		case cs.GetSnapshot() != nil:
+			kind, id = thinlvmv1.SourceSnapshot, cs.GetSnapshot().GetSnapshotId()
+		case cs.GetVolume() != nil:
+			kind, id = thinlvmv1.SourceVolume, cs.GetVolume().GetVolumeId()
+		default:
+			return nil, status.Error(codes.InvalidArgument, "volume_content_source has neither a snapshot nor a volume")
+		}
+		src, err := s.getLV(ctx, id)
+		if apierrors.IsNotFound(err) || err == nil && !isKind(src, kind) {
+			return nil, status.Errorf(codes.NotFound, "source %s %s not found", kind, id)
+		}
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "get source %s: %v", id, err)
+		}
+		if want < src.Spec.Size.Value() {
+			if req.GetCapacityRange().GetLimitBytes() > 0 && req.GetCapacityRange().GetLimitBytes() < src.Spec.Size.Value() {
+				return nil, status.Errorf(codes.OutOfRange, "source %s is %d bytes, over limit_bytes %d", id, src.Spec.Size.Value(), req.GetCapacityRange().GetLimitBytes())
+			}
+			want = src.Spec.Size.Value()
+		}
+		if class != "" && class != src.Spec.DeviceClass {
+			return nil, status.Errorf(codes.InvalidArgument, "source %s is in device class %q, not %q", id, src.Spec.DeviceClass, class)
+		}
+		class = src.Spec.DeviceClass
+		source, sourceNode = &thinlvmv1.VolumeSource{Kind: kind, Name: id}, src.Spec.NodeName
+	}
+
+	lv, err := s.getLV(ctx, name)
+	switch {
+	case err == nil:
+		if err := compatible(lv, want, req.GetCapacityRange().GetLimitBytes(), class, source); err != nil {
+			return nil, err
+		}
+	case !apierrors.IsNotFound(err):
+		return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", name, err)
+	default:
+		node, err := s.pickNode(ctx, req.GetAccessibilityRequirements(), class, want, sourceNode)
+		if err != nil {
+			return nil, err
+		}
+		lv = &thinlvmv1.LogicalVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{KindLabel: kindVolume}},
+			Spec: thinlvmv1.LogicalVolumeSpec{Name: req.GetName(), NodeName: node, DeviceClass: class,
+				Size: *resource.NewQuantity(want, resource.BinarySI), Source: source, AccessType: thinlvmv1.AccessReadWrite},
+		}
+		if err := s.Client.Create(ctx, lv); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, status.Errorf(codes.Internal, "create LogicalVolume %s: %v", name, err)
+		}
+	}
+	lv, err = s.waitReady(ctx, name, ready)
+	if err != nil {
+		if status.Code(err) != codes.DeadlineExceeded && lv != nil {
+			// The node refused it (no room, a bad class): leave nothing
+			// behind, so that the provisioner can try another node.
+			if derr := s.Client.Delete(ctx, lv); derr != nil && !apierrors.IsNotFound(derr) {
+				return nil, errors.Join(err, derr)
+			}
+		}
+		return nil, err
+	}
+	if lim := req.GetCapacityRange().GetLimitBytes(); lim > 0 && lv.Status.CurrentSize.Value() > lim {
+		return nil, status.Errorf(codes.OutOfRange, "the volume is %d bytes after rounding to whole extents, over limit_bytes %d", lv.Status.CurrentSize.Value(), lim)
+	}
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
+		VolumeId:           lv.Name,
+		CapacityBytes:      lv.Status.CurrentSize.Value(),
+		VolumeContext:      map[string]string{thinlvmv1.DeviceClassParameter: lv.Spec.DeviceClass},
+		ContentSource:      req.GetVolumeContentSource(),
+		AccessibleTopology: []*csi.Topology{{Segments: map[string]string{thinlvmv1.TopologyKey: lv.Spec.NodeName}}},
+	}}, nil
+}
+
+func isKind(lv *thinlvmv1.LogicalVolume, k thinlvmv1.SourceKind) bool {
+	if k == thinlvmv1.SourceSnapshot {
+		return lv.Labels[KindLabel] == kindSnapshot
+	}
+	return lv.Labels[KindLabel] != kindSnapshot
+}
+
+// compatible tells whether an existing LogicalVolume answers a repeated
+// CreateVolume.
+func compatible(lv *thinlvmv1.LogicalVolume, want, limit int64, class string, source *thinlvmv1.VolumeSource) error {
+	have := lv.Spec.Size.Value()
+	switch {
+	case lv.Labels[KindLabel] == kindSnapshot:
+		return status.Errorf(codes.AlreadyExists, "%s is a snapshot", lv.Name)
+	case have < want || limit > 0 && have > limit:
+		return status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes", lv.Name, have)
+	case lv.Spec.DeviceClass != class:
+		return status.Errorf(codes.AlreadyExists, "volume %s exists in device class %q", lv.Name, lv.Spec.DeviceClass)
+	case (lv.Spec.Source == nil) != (source == nil) || source != nil && *lv.Spec.Source != *source:
+		return status.Errorf(codes.AlreadyExists, "volume %s exists with another content source", lv.Name)
+	}
+	return nil
+}
+
+// pickNode chooses the node: the source's when there is one (and the
+// requirements allow it), else the first preferred, then requisite, node
+// whose LVMNode shows room; without requirements, the node with the most
+// room.
+func (s *ControllerServer) pickNode(ctx context.Context, ar *csi.TopologyRequirement, class string, want int64, sourceNode string) (string, error) {
+	var candidates []string
+	for _, t := range append(append([]*csi.Topology{}, ar.GetPreferred()...), ar.GetRequisite()...) {
+		if n := topologyNode(t); n != "" && !slices.Contains(candidates, n) {
+			candidates = append(candidates, n)
+		}
+	}
+	if sourceNode != "" {
+		if len(candidates) > 0 && !slices.Contains(candidates, sourceNode) {
+			return "", status.Errorf(codes.FailedPrecondition, "the source is on node %s, which the accessibility requirements %v exclude: a clone or restore lands on its source's node", sourceNode, candidates)
+		}
+		return sourceNode, nil
+	}
+	nodes := &thinlvmv1.LVMNodeList{}
+	if err := s.Client.List(ctx, nodes); err != nil {
+		return "", status.Errorf(codes.Internal, "list LVMNodes: %v", err)
+	}
+	room := map[string]int64{}
+	known := map[string]bool{}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if dc := deviceClass(n, class); dc != nil {
+			room[n.Name] = dc.Available.Value()
+			known[n.Name] = true
+		}
+	}
+	if len(candidates) == 0 {
+		for n := range room {
+			candidates = append(candidates, n)
+		}
+		sort.Slice(candidates, func(i, j int) bool { return room[candidates[i]] > room[candidates[j]] })
+		if len(candidates) == 0 {
+			return "", status.Errorf(codes.ResourceExhausted, "no node reports device class %q", class)
+		}
+	}
+	for _, n := range candidates {
+		if !known[n] || room[n] >= want {
+			return n, nil // a node not yet reporting gets the benefit of the doubt: lvmd decides
+		}
+	}
+	return "", status.Errorf(codes.ResourceExhausted, "no node of %v has %d bytes available in device class %q", candidates, want, class)
+}
+
+// deviceClass finds a class in an LVMNode; "" is the node's default.
+func deviceClass(n *thinlvmv1.LVMNode, class string) *thinlvmv1.DeviceClassStatus {
+	for i := range n.Status.DeviceClasses {
+		dc := &n.Status.DeviceClasses[i]
+		if class == "" && dc.Default || dc.Name == class {
+			return dc
+		}
+	}
+	if class == "" && len(n.Status.DeviceClasses) == 1 {
+		return &n.Status.DeviceClasses[0]
+	}
+	return nil
+}
+
+// DeleteVolume implements csi.ControllerServer. An absent volume is done.
+func (s *ControllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	}
+	return &csi.DeleteVolumeResponse{}, s.delete(ctx, req.GetVolumeId(), kindVolume)
+}
+
+func (s *ControllerServer) delete(ctx context.Context, id, kind string) error {
+	lv, err := s.getLV(ctx, id)
+	if apierrors.IsNotFound(err) || err == nil && (lv.Labels[KindLabel] == kindSnapshot) != (kind == kindSnapshot) {
+		return nil // absent, or an ID of the other kind: no such volume
+	}
+	if err != nil {
+		return status.Errorf(codes.Internal, "get LogicalVolume %s: %v", id, err)
+	}
+	if err := s.Client.Delete(ctx, lv); err != nil && !apierrors.IsNotFound(err) {
+		return status.Errorf(codes.Internal, "delete LogicalVolume %s: %v", id, err)
+	}
+	return s.waitGone(ctx, id)
+}
+
+// ControllerExpandVolume implements csi.ControllerServer.
+func (s *ControllerServer) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	}
+	if req.GetCapacityRange() == nil {
+		return nil, status.Error(codes.InvalidArgument, "capacity_range is required")
+	}
+	want, err := size(req.GetCapacityRange())
+	if err != nil {
+		return nil, err
+	}
+	lv, err := s.getLV(ctx, req.GetVolumeId())
+	if apierrors.IsNotFound(err) || err == nil && lv.Labels[KindLabel] == kindSnapshot {
+		return nil, status.Errorf(codes.NotFound, "volume %s not found", req.GetVolumeId())
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", req.GetVolumeId(), err)
+	}
+	nodeExpansion := req.GetVolumeCapability().GetBlock() == nil
+	if lv.Spec.Size.Value() < want {
+		patch := client.MergeFrom(lv.DeepCopy())
+		lv.Spec.Size = *resource.NewQuantity(want, resource.BinarySI)
+		if err := s.Client.Patch(ctx, lv, patch); err != nil {
+			return nil, status.Errorf(codes.Internal, "grow LogicalVolume %s: %v", lv.Name, err)
+		}
+	}
+	lv, err = s.waitReady(ctx, req.GetVolumeId(), func(l *thinlvmv1.LogicalVolume) bool {
+		return ready(l) && l.Status.CurrentSize.Value() >= want
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: lv.Status.CurrentSize.Value(), NodeExpansionRequired: nodeExpansion}, nil
+}
+
+// ValidateVolumeCapabilities implements csi.ControllerServer.
+func (s *ControllerServer) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	}
+	if len(req.GetVolumeCapabilities()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "volume_capabilities are required")
+	}
+	if _, err := s.getLV(ctx, req.GetVolumeId()); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, status.Errorf(codes.NotFound, "volume %s not found", req.GetVolumeId())
+		}
+		return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", req.GetVolumeId(), err)
+	}
+	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
+		return &csi.ValidateVolumeCapabilitiesResponse{Message: status.Convert(err).Message()}, nil
+	}
+	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
+		VolumeContext: req.GetVolumeContext(), VolumeCapabilities: req.GetVolumeCapabilities(), Parameters: req.GetParameters(),
+	}}, nil
+}
+
+// GetCapacity implements csi.ControllerServer: the available bytes of the
+// device class on the topology segment's node, from its LVMNode; without a
+// segment, the sum over all nodes.
+func (s *ControllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+	class := req.GetParameters()[thinlvmv1.DeviceClassParameter]
+	nodes := &thinlvmv1.LVMNodeList{}
+	if err := s.Client.List(ctx, nodes); err != nil {
+		return nil, status.Errorf(codes.Internal, "list LVMNodes: %v", err)
+	}
+	want := topologyNode(req.GetAccessibleTopology())
+	var total, largest int64
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if want != "" && n.Name != want {
+			continue
+		}
+		if dc := deviceClass(n, class); dc != nil {
+			total += dc.Available.Value()
+			largest = max(largest, dc.Available.Value())
+		}
+	}
+	return &csi.GetCapacityResponse{AvailableCapacity: total, MaximumVolumeSize: wrapInt64(largest)}, nil
+}
+
+// CreateSnapshot implements csi.ControllerServer: a read-only thin
+// snapshot on the source's node.
+func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
+	switch {
+	case req.GetName() == "":
+		return nil, status.Error(codes.InvalidArgument, "name is required")
+	case req.GetSourceVolumeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "source_volume_id is required")
+	}
+	name := objectName("snap", req.GetName())
+	lv, err := s.getLV(ctx, name)
+	switch {
+	case err == nil:
+		if lv.Labels[KindLabel] != kindSnapshot || lv.Labels[SourceLabel] != req.GetSourceVolumeId() {
+			return nil, status.Errorf(codes.AlreadyExists, "snapshot %s exists with another source", req.GetName())
+		}
+	case !apierrors.IsNotFound(err):
+		return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", name, err)
+	default:
+		src, err := s.getLV(ctx, req.GetSourceVolumeId())
+		if apierrors.IsNotFound(err) || err == nil && src.Labels[KindLabel] == kindSnapshot {
+			return nil, status.Errorf(codes.NotFound, "source volume %s not found", req.GetSourceVolumeId())
+		}
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "get source %s: %v", req.GetSourceVolumeId(), err)
+		}
+		lv = &thinlvmv1.LogicalVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{KindLabel: kindSnapshot, SourceLabel: src.Name}},
+			Spec: thinlvmv1.LogicalVolumeSpec{Name: req.GetName(), NodeName: src.Spec.NodeName, DeviceClass: src.Spec.DeviceClass,
+				Size: src.Spec.Size, Source: &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: src.Name},
+				AccessType: thinlvmv1.AccessReadOnly},
+		}
+		if err := s.Client.Create(ctx, lv); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, status.Errorf(codes.Internal, "create LogicalVolume %s: %v", name, err)
+		}
+	}
+	lv, err = s.waitReady(ctx, name, ready)
+	if err != nil {
+		if status.Code(err) != codes.DeadlineExceeded && lv != nil {
+			_ = s.Client.Delete(ctx, lv)
+		}
+		return nil, err
+	}
+	return &csi.CreateSnapshotResponse{Snapshot: toSnapshot(lv)}, nil
+}
+
+func toSnapshot(lv *thinlvmv1.LogicalVolume) *csi.Snapshot {
+	return &csi.Snapshot{
+		SnapshotId: lv.Name, SourceVolumeId: lv.Labels[SourceLabel], SizeBytes: lv.Status.CurrentSize.Value(),
+		CreationTime: timestamppb.New(lv.CreationTimestamp.Time), ReadyToUse: true,
+	}
+}
+
+// DeleteSnapshot implements csi.ControllerServer. An absent snapshot is
+// done.
+func (s *ControllerServer) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
+	if req.GetSnapshotId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "snapshot_id is required")
+	}
+	return &csi.DeleteSnapshotResponse{}, s.delete(ctx, req.GetSnapshotId(), kindSnapshot)
+}
+
+// ListSnapshots implements csi.ControllerServer, in name order, paged by an
+// index token.
+func (s *ControllerServer) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
+	list := &thinlvmv1.LogicalVolumeList{}
+	if err := s.Client.List(ctx, list, client.MatchingLabels{KindLabel: kindSnapshot}); err != nil {
+		return nil, status.Errorf(codes.Internal, "list snapshots: %v", err)
+	}
+	var snaps []*csi.Snapshot
+	for i := range list.Items {
+		lv := &list.Items[i]
+		if !ready(lv) || !lv.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if id := req.GetSnapshotId(); id != "" && lv.Name != id {
+			continue
+		}
+		if src := req.GetSourceVolumeId(); src != "" && lv.Labels[SourceLabel] != src {
+			continue
+		}
+		snaps = append(snaps, toSnapshot(lv))
+	}
+	sort.Slice(snaps, func(i, j int) bool { return snaps[i].SnapshotId < snaps[j].SnapshotId })
+	start := 0
+	if tok := req.GetStartingToken(); tok != "" {
+		n, err := strconv.Atoi(tok)
+		if err != nil || n < 0 || n > len(snaps) {
+			return nil, status.Errorf(codes.Aborted, "starting_token %q is not valid", tok)
+		}
+		start = n
+	}
+	end := len(snaps)
+	if m := int(req.GetMaxEntries()); m > 0 && start+m < end {
+		end = start + m
+	}
+	resp := &csi.ListSnapshotsResponse{}
+	for _, sn := range snaps[start:end] {
+		resp.Entries = append(resp.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: sn})
+	}
+	if end < len(snaps) {
+		resp.NextToken = strconv.Itoa(end)
+	}
+	return resp, nil
+}
+
