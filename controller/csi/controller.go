@@ -609,4 +609,3 @@ func (s *ControllerServer) ListSnapshots(ctx context.Context, req *csi.ListSnaps
 	}
 	return resp, nil
 }
-

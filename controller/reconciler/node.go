@@ -22,7 +22,6 @@ import (
 // cleaned up.
 const NodeFinalizer = "thinlvm.io/node"
 
-
 // NodeReconciler cleans up after deleted nodes.
 type NodeReconciler struct {
 	Client client.Client
