@@ -46,7 +46,7 @@ build: ## Build the binaries into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: test-unit test-lvm sanity ## Run all tests: unit and envtest, real-LVM, csi-sanity.
+test: test-unit test-lvm sanity e2e ## Run all tests: unit and envtest, real-LVM, csi-sanity, end-to-end.
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
@@ -69,6 +69,10 @@ test-lvm: lvmvm-image ## Tests against real lvm2 in a qemu VM (boots one VM).
 sanity: lvmvm-image ## The csi-sanity suite: controller on envtest, node service on real lvm2 in the VM.
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 30m ./e2e/sanity/... -ginkgo.no-color
+
+.PHONY: e2e
+e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes and a real-LVM VM node.
+	$(GO) test -count=1 -timeout 45m -run 'Test' ./e2e/cluster/...
 
 .PHONY: bench
 bench: lvmvm-image ## Benchmarks on real lvm2 in the VM: prints the ratios.

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # build.sh — build the Kubernetes parts the tests run, from Go modules, into a
 # cache outside the repo keyed by their versions:
-#   etcd            go.etcd.io/etcd/server/v3 (e2e/cluster/etcd/go.mod)
-#   kube-apiserver  k8s.io/kubernetes (the project's go.mod, tool directive)
+#   etcd                     go.etcd.io/etcd/server/v3 (e2e/cluster/etcd/go.mod)
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
+#                            k8s.io/kubernetes (the project's go.mod)
+#   kwok                     sigs.k8s.io/kwok (e2e/cluster/kwok/go.mod)
+#   csi-provisioner, csi-resizer, csi-snapshotter, snapshot-controller
+#                            the kubernetes-csi sidecars (e2e/cluster/csi-*/go.mod)
 # usage: build.sh [BINARY...]   (default: etcd kube-apiserver)
 # Prints the directory that holds the binaries (KUBEBUILDER_ASSETS) last.
 # A cold kube-apiserver build takes 11-14 min on 2 cores; warm, seconds.
@@ -13,7 +17,9 @@ CACHE=${THINLVM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/thinlvm}
 modver() { (cd "$1" && go list -m -f '{{.Version}}' "$2"); }
 K8S=$(modver "$ROOT" k8s.io/kubernetes)
 ETCD=$(modver "$ROOT/e2e/cluster/etcd" go.etcd.io/etcd/server/v3)
-BIN=$CACHE/k8s/bin-k8s$K8S-etcd$ETCD
+# The wrapper modules pin every other version: their go.mod files are the key.
+WRAP=$(cat "$ROOT"/e2e/cluster/*/go.mod | sha256sum | cut -c1-12)
+BIN=$CACHE/k8s/bin-k8s$K8S-etcd$ETCD-$WRAP
 mkdir -p "$BIN"
 
 # Without -X the binaries report v0.0.0-master, which clients that parse the
@@ -40,8 +46,14 @@ targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver)
 for t in "${targets[@]}"; do
   case $t in
     etcd) build etcd "$ROOT/e2e/cluster/etcd" . "" ;;
-    kube-apiserver|kube-controller-manager|kubectl)
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl)
       build "$t" "$ROOT" "k8s.io/kubernetes/cmd/$t" "$(k8s_ldflags)" ;;
+    kwok) build kwok "$ROOT/e2e/cluster/kwok" sigs.k8s.io/kwok/cmd/kwok "" ;;
+    csi-provisioner) build "$t" "$ROOT/e2e/cluster/csi-provisioner" github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner "" ;;
+    csi-resizer) build "$t" "$ROOT/e2e/cluster/csi-resizer" github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer "" ;;
+    csi-snapshotter|snapshot-controller)
+      build "$t" "$ROOT/e2e/cluster/csi-snapshotter" "github.com/kubernetes-csi/external-snapshotter/v8/cmd/$t" "" ;;
+    all) "$0" etcd kube-apiserver kube-controller-manager kube-scheduler kwok csi-provisioner csi-resizer csi-snapshotter snapshot-controller >/dev/null ;;
     *) echo "build: unknown binary $t" >&2; exit 2 ;;
   esac
 done

@@ -1,0 +1,73 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Apply server-side applies every object of the YAML files at path (a file
+// or a directory of them).
+func (c *Cluster) Apply(ctx context.Context, path string) error {
+	files := []string{path}
+	if st, err := os.Stat(path); err != nil {
+		return err
+	} else if st.IsDir() {
+		if files, err = filepath.Glob(filepath.Join(path, "*.yaml")); err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := c.ApplyYAML(ctx, data); err != nil {
+			return fmt.Errorf("apply %s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// ApplyYAML server-side applies the objects of a YAML stream.
+func (c *Cluster) ApplyYAML(ctx context.Context, data []byte) error {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		u.SetManagedFields(nil)
+		if err := c.Client.Patch(ctx, u, client.Apply, client.FieldOwner("thinlvm-e2e"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// moduleDir is the directory of a module in the build graph of the module
+// at dir.
+func moduleDir(dir, module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locate module %s: %w", module, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}

@@ -1,0 +1,401 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+)
+
+// Options configure a Cluster.
+type Options struct {
+	// Dir holds logs, certificates, etcd data and sockets; a new temporary
+	// directory when empty (removed by Stop unless CLUSTER_KEEP is set).
+	Dir string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+	// SchedulerConfig is extra KubeSchedulerConfiguration YAML after the
+	// clientConnection/leaderElection header; empty for the defaults.
+	SchedulerConfig string
+}
+
+// Cluster is a running local control plane.
+type Cluster struct {
+	Dir        string
+	Kubeconfig string
+	Config     *rest.Config
+	Client     client.Client
+	// K8sBin and Bin hold the Kubernetes and thinlvm binaries.
+	K8sBin, Bin string
+	// CapacityPoll is how often the provisioner refreshes
+	// CSIStorageCapacity; set before StartThinlvm. Default 5s.
+	CapacityPoll time.Duration
+
+	log     io.Writer
+	temp    bool
+	apiPort int
+	mu      sync.Mutex
+	procs   []*proc
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Scheme has client-go's and thinlvm's types.
+var Scheme = runtime.NewScheme()
+
+func init() {
+	_ = clientgoscheme.AddToScheme(Scheme)
+	_ = thinlvmv1.AddToScheme(Scheme)
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// k8sBinaries are what the control plane runs from build.sh.
+var k8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
+	"csi-provisioner", "csi-resizer", "csi-snapshotter", "snapshot-controller"}
+
+// Build builds (cached) the Kubernetes binaries and thinlvm's, returning
+// their directories.
+func Build(ctx context.Context, log io.Writer) (k8sBin, bin string, err error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", "", err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "e2e", "cluster", "build.sh"), k8sBinaries...)
+	cmd.Stderr = log
+	out, err := cmd.Output()
+	if err != nil {
+		return "", "", fmt.Errorf("build.sh: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	k8sBin = lines[len(lines)-1]
+	bin, err = os.MkdirTemp("", "thinlvm-bin-")
+	if err != nil {
+		return "", "", err
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/thinlvm-lvmd", "./cmd/thinlvm-node", "./cmd/thinlvm-controller", "./e2e/cluster/fakelvm")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("build thinlvm: %w\n%s", err, out)
+	}
+	return k8sBin, bin, nil
+}
+
+// Start builds what is missing and starts etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kwok, waiting until each is
+// ready.
+func Start(ctx context.Context, o Options) (c *Cluster, err error) {
+	logw := o.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	c = &Cluster{Dir: o.Dir, log: logw, CapacityPoll: 5 * time.Second}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "thinlvm-cluster-"); err != nil {
+			return nil, err
+		}
+		c.temp = true
+	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if c.K8sBin, c.Bin, err = Build(ctx, logw); err != nil {
+		return c, err
+	}
+	for _, d := range []string{"logs", "pki", "etcd"} {
+		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
+			return c, err
+		}
+	}
+	token, err := pki(filepath.Join(c.Dir, "pki"))
+	if err != nil {
+		return c, err
+	}
+	p := func(n string) string { return filepath.Join(c.Dir, "pki", n) }
+	ports := make([]int, 6)
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return c, err
+		}
+	}
+	etcdPort, peerPort, kcmPort, schedPort := ports[0], ports[1], ports[3], ports[4]
+	c.apiPort = ports[2]
+	c.Kubeconfig = filepath.Join(c.Dir, "admin.kubeconfig")
+	if err := kubeconfig(c.Kubeconfig, p("ca.crt"), c.apiPort, token); err != nil {
+		return c, err
+	}
+
+	t0 := time.Now()
+	if err := c.Run("etcd", nil, filepath.Join(c.K8sBin, "etcd"), "--name=e2e", "--data-dir="+filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls=http://127.0.0.1:"+strconv.Itoa(etcdPort), "--advertise-client-urls=http://127.0.0.1:"+strconv.Itoa(etcdPort),
+		"--listen-peer-urls=http://127.0.0.1:"+strconv.Itoa(peerPort), "--initial-advertise-peer-urls=http://127.0.0.1:"+strconv.Itoa(peerPort),
+		"--initial-cluster=e2e=http://127.0.0.1:"+strconv.Itoa(peerPort), "--unsafe-no-fsync", "--log-level=warn"); err != nil {
+		return c, err
+	}
+	if err := c.Run("kube-apiserver", nil, filepath.Join(c.K8sBin, "kube-apiserver"),
+		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(etcdPort), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(c.apiPort), "--tls-cert-file="+p("apiserver.crt"), "--tls-private-key-file="+p("apiserver.key"),
+		"--client-ca-file="+p("ca.crt"), "--token-auth-file="+p("tokens.csv"), "--authorization-mode=Node,RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file="+p("sa.pub"),
+		"--service-account-signing-key-file="+p("sa.key"), "--service-cluster-ip-range=10.96.0.0/16",
+		"--endpoint-reconciler-type=none", "--allow-privileged=true", "--v=0"); err != nil {
+		return c, err
+	}
+	if err := c.waitHTTPS(ctx, "kube-apiserver", fmt.Sprintf("https://127.0.0.1:%d/readyz", c.apiPort), p("ca.crt"), token); err != nil {
+		return c, err
+	}
+	fmt.Fprintf(logw, "cluster: kube-apiserver ready after %.1fs\n", time.Since(t0).Seconds())
+	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
+		return c, err
+	}
+	c.Config.QPS, c.Config.Burst = 200, 400
+	if c.Client, err = client.New(c.Config, client.Options{Scheme: Scheme}); err != nil {
+		return c, err
+	}
+	if err := c.Run("kube-controller-manager", nil, filepath.Join(c.K8sBin, "kube-controller-manager"),
+		"--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort), "--leader-elect=false",
+		"--service-account-private-key-file="+p("sa.key"), "--root-ca-file="+p("ca.crt"), "--use-service-account-credentials=true",
+		"--controllers=*", "--cluster-signing-cert-file="+p("ca.crt"), "--cluster-signing-key-file="+p("ca.key")); err != nil {
+		return c, err
+	}
+	schedCfg := filepath.Join(c.Dir, "scheduler.yaml")
+	if err := os.WriteFile(schedCfg, fmt.Appendf(nil, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: %q}\nleaderElection: {leaderElect: false}\n%s", c.Kubeconfig, o.SchedulerConfig), 0o644); err != nil {
+		return c, err
+	}
+	if err := c.Run("kube-scheduler", nil, filepath.Join(c.K8sBin, "kube-scheduler"), "--config="+schedCfg,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort), "--authentication-kubeconfig="+c.Kubeconfig,
+		"--authorization-kubeconfig="+c.Kubeconfig); err != nil {
+		return c, err
+	}
+	stages, err := c.kwokStages()
+	if err != nil {
+		return c, err
+	}
+	if err := c.Run("kwok", nil, filepath.Join(c.K8sBin, "kwok"), "--kubeconfig="+c.Kubeconfig, "--config="+stages,
+		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--cidr=10.244.0.0/16", "--node-ip=127.0.0.1"); err != nil {
+		return c, err
+	}
+	// Pods need the default ServiceAccount, which the controller manager makes.
+	if err := c.WaitFor(ctx, "the default ServiceAccount", time.Minute, func() (bool, error) {
+		err := c.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{})
+		return err == nil, client.IgnoreNotFound(err)
+	}); err != nil {
+		return c, err
+	}
+	fmt.Fprintf(logw, "cluster: control plane ready after %.1fs (dir %s)\n", time.Since(t0).Seconds(), c.Dir)
+	return c, nil
+}
+
+// kwokStages writes the kwok module's "fast" node and pod stages.
+func (c *Cluster) kwokStages() (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := moduleDir(filepath.Join(root, "e2e", "cluster", "kwok"), "sigs.k8s.io/kwok")
+	if err != nil {
+		return "", err
+	}
+	var all []byte
+	for _, f := range []string{"node/fast/node-initialize.yaml", "node/heartbeat/node-heartbeat.yaml",
+		"pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml"} {
+		b, err := os.ReadFile(filepath.Join(dir, "kustomize", "stage", f))
+		if err != nil {
+			return "", err
+		}
+		all = append(append(all, "---\n"...), b...)
+	}
+	path := filepath.Join(c.Dir, "kwok-stages.yaml")
+	return path, os.WriteFile(path, all, 0o644)
+}
+
+// Run starts a named process logging to logs/NAME.log.
+func (c *Cluster) Run(name string, env []string, argv ...string) error {
+	logf, err := os.Create(filepath.Join(c.Dir, "logs", name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	return nil
+}
+
+// Alive tells whether the named process still runs.
+func (c *Cluster) Alive(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if p.name == name {
+			select {
+			case <-p.done:
+			default:
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Kill stops the named processes (SIGTERM, then SIGKILL) and waits.
+func (c *Cluster) Kill(name string) {
+	c.mu.Lock()
+	var ps []*proc
+	for _, p := range c.procs {
+		if p.name == name {
+			ps = append(ps, p)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
+		stop(p)
+	}
+}
+
+func stop(p *proc) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Log returns the tail of a process's log.
+func (c *Cluster) Log(name string) string {
+	b, _ := os.ReadFile(filepath.Join(c.Dir, "logs", name+".log"))
+	if len(b) > 6000 {
+		b = b[len(b)-6000:]
+	}
+	return string(b)
+}
+
+// Stop stops every process, last started first.
+func (c *Cluster) Stop() {
+	c.mu.Lock()
+	ps := c.procs
+	c.procs = nil
+	c.mu.Unlock()
+	for i := len(ps) - 1; i >= 0; i-- {
+		stop(ps[i])
+	}
+	if c.temp && os.Getenv("CLUSTER_KEEP") == "" {
+		_ = os.RemoveAll(c.Dir)
+	}
+	if c.Bin != "" {
+		_ = os.RemoveAll(c.Bin)
+	}
+}
+
+func (c *Cluster) waitHTTPS(ctx context.Context, name, url, caFile, token string) error {
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	return c.WaitFor(ctx, name, 2*time.Minute, func() (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	}, name)
+}
+
+// WaitFor polls cond until it is true, it errs, timeout passes, or one of
+// the named processes dies (its log tail is in the error).
+func (c *Cluster) WaitFor(ctx context.Context, what string, timeout time.Duration, cond func() (bool, error), procs ...string) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		for _, p := range procs {
+			if !c.Alive(p) {
+				return fmt.Errorf("%s died while waiting for %s; log:\n%s", p, what, c.Log(p))
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// IgnoreAlreadyExists returns nil for an AlreadyExists error.
+func IgnoreAlreadyExists(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}

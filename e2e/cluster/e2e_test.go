@@ -1,0 +1,342 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/e2e/cluster"
+	"github.com/thinlvm/thinlvm/e2e/lvmvm"
+)
+
+var (
+	k   *cluster.Cluster
+	ctx = context.Background()
+)
+
+const (
+	storageClass = "thinlvm-wfc"
+	blockClass   = "thinlvm-block"
+	vmNode       = "vm-node"
+)
+
+// TestMain starts the control plane, thinlvm, two fake nodes and one node
+// whose lvmd runs on real lvm2 in the VM.
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	start, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	var err error
+	k, err = cluster.Start(start, cluster.Options{Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: start the control plane: %v\n", err)
+		return 1
+	}
+	defer k.Stop()
+	fail := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "FAIL: %s: %v\n", what, err)
+		return 1
+	}
+	k.CapacityPoll = 20 * time.Second
+	if err := k.StartThinlvm(start); err != nil {
+		return fail("start thinlvm", err)
+	}
+	vm, err := lvmvm.Start(start, lvmvm.Options{Disks: []string{"16G"}, Log: os.Stderr})
+	if err != nil {
+		return fail("boot the VM", err)
+	}
+	defer vm.Stop()
+	if err := vm.SetupThinPool(start, "/dev/vda", "vg0", "pool0", "8G", "64M"); err != nil {
+		return fail("thin pool", err)
+	}
+	if err := vm.StartLVMD(start, "deviceClasses:\n- name: ssd\n  volumeGroup: vg0\n  thinPool: pool0\n  overprovisionRatio: 2\n  default: true\n"); err != nil {
+		return fail("lvmd in the VM", err)
+	}
+	nodes := []cluster.Node{{Name: "node-a"}, {Name: "node-b"}, {Name: vmNode, LVMDAddress: "tcp://" + vm.Addr(lvmvm.LVMDPort)}}
+	for _, n := range nodes {
+		if err := k.AddNode(start, n); err != nil {
+			return fail("add node "+n.Name, err)
+		}
+	}
+	for _, n := range nodes {
+		if err := k.WaitLVMNode(start, n.Name); err != nil {
+			return fail("LVMNode", err)
+		}
+	}
+	for _, sc := range []*storagev1.StorageClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: storageClass}, Provisioner: thinlvmv1.DriverName,
+			VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), AllowVolumeExpansion: ptr.To(true),
+			ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete),
+			Parameters:    map[string]string{thinlvmv1.DeviceClassParameter: "ssd", "csi.storage.k8s.io/fstype": "xfs"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: blockClass}, Provisioner: thinlvmv1.DriverName,
+			VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), AllowVolumeExpansion: ptr.To(true),
+			ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete)},
+	} {
+		if err := cluster.IgnoreAlreadyExists(k.Client.Create(start, sc)); err != nil {
+			return fail("StorageClass", err)
+		}
+	}
+	vsc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
+		"metadata": map[string]any{"name": "thinlvm"}, "driver": thinlvmv1.DriverName, "deletionPolicy": "Delete",
+	}}
+	if err := cluster.IgnoreAlreadyExists(k.Client.Create(start, vsc)); err != nil {
+		return fail("VolumeSnapshotClass", err)
+	}
+	code := m.Run()
+	if code != 0 {
+		for _, p := range []string{"thinlvm-controller", "csi-provisioner", "node-node-a", "node-" + vmNode, "kube-scheduler"} {
+			fmt.Fprintf(os.Stderr, "--- %s log (tail) ---\n%s\n", p, k.Log(p))
+		}
+	}
+	return code
+}
+
+func pvc(name, class string, size string, block bool) *corev1.PersistentVolumeClaim {
+	p := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(class),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}
+	if block {
+		p.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock)
+	}
+	return p
+}
+
+// pod uses the claims; with block true it mounts them as devices.
+func pod(name string, block bool, affinity *corev1.Affinity, claims ...string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			Containers:  []corev1.Container{{Name: "c", Image: "busybox"}},
+			Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Affinity:    affinity,
+		},
+	}
+	for i, c := range claims {
+		v := fmt.Sprintf("v%d", i)
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
+		if block {
+			p.Spec.Containers[0].VolumeDevices = append(p.Spec.Containers[0].VolumeDevices, corev1.VolumeDevice{Name: v, DevicePath: "/dev/" + v})
+		} else {
+			p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: v, MountPath: "/" + v})
+		}
+	}
+	return p
+}
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := k.Client.Create(ctx, o); err != nil {
+			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
+	t.Helper()
+	if err := k.WaitFor(ctx, what, timeout, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bound waits until the claim is Bound and returns it with its PV.
+func bound(t *testing.T, name string) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
+	t.Helper()
+	c := &corev1.PersistentVolumeClaim{}
+	waitFor(t, "PVC "+name+" to bind", 3*time.Minute, func() (bool, error) {
+		err := k.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, c)
+		return err == nil && c.Status.Phase == corev1.ClaimBound, client.IgnoreNotFound(err)
+	})
+	pv := &corev1.PersistentVolume{}
+	if err := k.Client.Get(ctx, types.NamespacedName{Name: c.Spec.VolumeName}, pv); err != nil {
+		t.Fatal(err)
+	}
+	return c, pv
+}
+
+// pvNode is the node a PV's node affinity pins it to.
+func pvNode(pv *corev1.PersistentVolume) string {
+	return pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0]
+}
+
+func running(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{}
+	waitFor(t, "pod "+name+" to run", 3*time.Minute, func() (bool, error) {
+		err := k.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, p)
+		return err == nil && p.Status.Phase == corev1.PodRunning, client.IgnoreNotFound(err)
+	})
+	return p
+}
+
+func logicalVolume(t *testing.T, name string) *thinlvmv1.LogicalVolume {
+	t.Helper()
+	lv := &thinlvmv1.LogicalVolume{}
+	if err := k.Client.Get(ctx, types.NamespacedName{Name: name}, lv); err != nil {
+		t.Fatalf("LogicalVolume %s: %v", name, err)
+	}
+	return lv
+}
+
+func gone(t *testing.T, obj client.Object) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%T %s to be deleted", obj, obj.GetName()), 2*time.Minute, func() (bool, error) {
+		err := k.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+}
+
+func deleteAll(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := k.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range objs {
+		gone(t, o)
+	}
+}
+
+func TestFilesystemAndBlockVolumes(t *testing.T) {
+	create(t, pvc("fs-data", storageClass, "1Gi", false), pvc("blk-disk", blockClass, "2Gi", true),
+		pod("fs-pod", false, nil, "fs-data"), pod("blk-pod", true, nil, "blk-disk"))
+	for _, tc := range []struct{ pod, claim string }{{"fs-pod", "fs-data"}, {"blk-pod", "blk-disk"}} {
+		p := running(t, tc.pod)
+		_, pv := bound(t, tc.claim)
+		if got := pvNode(pv); got != p.Spec.NodeName {
+			t.Errorf("%s: PV on node %s, pod on %s", tc.claim, got, p.Spec.NodeName)
+		}
+		lv := logicalVolume(t, pv.Spec.CSI.VolumeHandle)
+		if lv.Spec.NodeName != p.Spec.NodeName || !meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady) {
+			t.Errorf("%s: LogicalVolume %+v", tc.claim, lv.Status)
+		}
+	}
+	_, pv := bound(t, "blk-disk")
+	if *pv.Spec.VolumeMode != corev1.PersistentVolumeBlock || pv.Spec.CSI.FSType != "" && pv.Spec.CSI.FSType != "ext4" {
+		t.Errorf("block PV: mode %v fstype %q", *pv.Spec.VolumeMode, pv.Spec.CSI.FSType)
+	}
+	_, fsPV := bound(t, "fs-data")
+	if fsPV.Spec.CSI.FSType != "xfs" {
+		t.Errorf("filesystem PV fstype %q, want xfs (from the StorageClass)", fsPV.Spec.CSI.FSType)
+	}
+
+	// Expansion of a bound claim grows the LV.
+	c, _ := bound(t, "fs-data")
+	c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("3Gi")
+	if err := k.Client.Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the LV to grow to 3Gi", 2*time.Minute, func() (bool, error) {
+		lv := &thinlvmv1.LogicalVolume{}
+		err := k.Client.Get(ctx, types.NamespacedName{Name: fsPV.Spec.CSI.VolumeHandle}, lv)
+		return err == nil && lv.Status.CurrentSize != nil && lv.Status.CurrentSize.Cmp(resource.MustParse("3Gi")) == 0, err
+	})
+	waitFor(t, "the PV to show 3Gi", time.Minute, func() (bool, error) {
+		pv := &corev1.PersistentVolume{}
+		err := k.Client.Get(ctx, types.NamespacedName{Name: fsPV.Name}, pv)
+		return err == nil && pv.Spec.Capacity.Storage().Cmp(resource.MustParse("3Gi")) == 0, err
+	})
+
+	// Deleting the claim removes the LV.
+	deleteAll(t, pod("fs-pod", false, nil), pod("blk-pod", true, nil), pvc("fs-data", "", "1Gi", false), pvc("blk-disk", "", "1Gi", true))
+	gone(t, &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: fsPV.Spec.CSI.VolumeHandle}})
+	gone(t, &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Spec.CSI.VolumeHandle}})
+}
+
+func onNode(node string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}}
+}
+
+// On the VM node the volume is a real LV; a snapshot and a claim restored
+// from it land on the same node.
+func TestSnapshotAndRestoreOnTheVMNode(t *testing.T) {
+	create(t, pvc("origin", storageClass, "1Gi", false), pod("origin-pod", false, onNode(vmNode), "origin"))
+	running(t, "origin-pod")
+	_, pv := bound(t, "origin")
+	if pvNode(pv) != vmNode {
+		t.Fatalf("origin on %s", pvNode(pv))
+	}
+	snap := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+		"metadata": map[string]any{"name": "origin-snap", "namespace": "default"},
+		"spec": map[string]any{"volumeSnapshotClassName": "thinlvm", "source": map[string]any{"persistentVolumeClaimName": "origin"}},
+	}}
+	create(t, snap)
+	waitFor(t, "the snapshot to be ready", 3*time.Minute, func() (bool, error) {
+		err := k.Client.Get(ctx, client.ObjectKeyFromObject(snap), snap)
+		ready, _, _ := unstructured.NestedBool(snap.Object, "status", "readyToUse")
+		return err == nil && ready, err
+	})
+	restored := pvc("restored", storageClass, "2Gi", false)
+	restored.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "origin-snap"}
+	create(t, restored, pod("restored-pod", false, nil, "restored"))
+	p := running(t, "restored-pod")
+	_, rpv := bound(t, "restored")
+	if pvNode(rpv) != vmNode || p.Spec.NodeName != vmNode {
+		t.Errorf("restored claim on %s, its pod on %s: want both on the source's node %s", pvNode(rpv), p.Spec.NodeName, vmNode)
+	}
+	lv := logicalVolume(t, rpv.Spec.CSI.VolumeHandle)
+	if lv.Spec.Source == nil || lv.Spec.Source.Kind != thinlvmv1.SourceSnapshot || lv.Status.CurrentSize.Cmp(resource.MustParse("2Gi")) != 0 {
+		t.Errorf("restored LogicalVolume %+v / %+v", lv.Spec, lv.Status)
+	}
+	deleteAll(t, pod("restored-pod", false, nil), pod("origin-pod", false, nil), restored, snap, pvc("origin", "", "1Gi", false))
+}
+
+// Deleting a Node deletes the claims bound to its volumes and its
+// LogicalVolumes.
+func TestNodeDeletionCleansUp(t *testing.T) {
+	if err := k.AddNode(ctx, cluster.Node{Name: "node-doomed"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.WaitLVMNode(ctx, "node-doomed"); err != nil {
+		t.Fatal(err)
+	}
+	create(t, pvc("doomed-data", storageClass, "1Gi", false), pod("doomed-pod", false, onNode("node-doomed"), "doomed-data"))
+	running(t, "doomed-pod")
+	_, pv := bound(t, "doomed-data")
+	node := &corev1.Node{}
+	waitFor(t, "the node finalizer", time.Minute, func() (bool, error) {
+		err := k.Client.Get(ctx, types.NamespacedName{Name: "node-doomed"}, node)
+		return err == nil && len(node.Finalizers) > 0, err
+	})
+	k.Kill("node-node-doomed")
+	k.Kill("lvmd-node-doomed")
+	if err := k.Client.Delete(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, node)
+	gone(t, &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Spec.CSI.VolumeHandle}})
+	claim := pvc("doomed-data", "", "1Gi", false)
+	waitFor(t, "the claim to be deleted", 2*time.Minute, func() (bool, error) {
+		err := k.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim)
+		return apierrors.IsNotFound(err) || err == nil && !claim.DeletionTimestamp.IsZero(), client.IgnoreNotFound(err)
+	})
+	_ = k.Client.Delete(ctx, pod("doomed-pod", false, nil))
+}

@@ -1,0 +1,161 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+)
+
+// StartThinlvm installs the CRDs and CSIDriver and starts thinlvm's
+// controller with the CSI sidecars (provisioner with topology and capacity,
+// resizer, snapshotter and the snapshot controller).
+func (c *Cluster) StartThinlvm(ctx context.Context) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if err := c.Apply(ctx, filepath.Join(root, "deploy", "crds")); err != nil {
+		return err
+	}
+	snapCRDs, err := snapshotCRDs(root)
+	if err != nil {
+		return err
+	}
+	if err := c.Apply(ctx, snapCRDs); err != nil {
+		return err
+	}
+	driver := &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: thinlvmv1.DriverName},
+		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), PodInfoOnMount: ptr.To(true), StorageCapacity: ptr.To(true),
+			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}},
+	}
+	if err := IgnoreAlreadyExists(c.Client.Create(ctx, driver)); err != nil {
+		return err
+	}
+	sock := filepath.Join(c.Dir, "controller", "csi.sock")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		return err
+	}
+	if err := c.Run("thinlvm-controller", nil, filepath.Join(c.Bin, "thinlvm-controller"), "--kubeconfig="+c.Kubeconfig,
+		"--csi-address=unix://"+sock, "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2"); err != nil {
+		return err
+	}
+	if err := c.WaitFor(ctx, "the controller's CSI socket", time.Minute, func() (bool, error) {
+		_, err := os.Stat(sock)
+		return err == nil, nil
+	}, "thinlvm-controller"); err != nil {
+		return err
+	}
+	common := []string{"--csi-address=" + sock, "--kubeconfig=" + c.Kubeconfig, "--timeout=2m", "-v=2"}
+	// The provisioner publishes CSIStorageCapacity objects in a namespace
+	// given by its pod's environment.
+	podEnv := []string{"NAMESPACE=default", "POD_NAME=csi-provisioner"}
+	if err := c.Run("csi-provisioner", podEnv, append([]string{filepath.Join(c.K8sBin, "csi-provisioner"),
+		"--feature-gates=Topology=true", "--strict-topology", "--enable-capacity", "--capacity-ownerref-level=-1", "--capacity-poll-interval=" + c.CapacityPoll.String(),
+		"--extra-create-metadata", "--leader-election=false", "--retry-interval-start=1s", "--retry-interval-max=10s"}, common...)...); err != nil {
+		return err
+	}
+	if err := c.Run("csi-resizer", nil, append([]string{filepath.Join(c.K8sBin, "csi-resizer"), "--leader-election=false"}, common...)...); err != nil {
+		return err
+	}
+	if err := c.Run("csi-snapshotter", nil, append([]string{filepath.Join(c.K8sBin, "csi-snapshotter"), "--leader-election=false"}, common...)...); err != nil {
+		return err
+	}
+	return c.Run("snapshot-controller", nil, filepath.Join(c.K8sBin, "snapshot-controller"), "--kubeconfig="+c.Kubeconfig, "--leader-election=false", "-v=2")
+}
+
+// snapshotCRDs is the directory of the VolumeSnapshot CRDs in the
+// external-snapshotter client module the snapshotter is built from.
+func snapshotCRDs(root string) (string, error) {
+	dir, err := moduleDir(filepath.Join(root, "e2e", "cluster", "csi-snapshotter"), "github.com/kubernetes-csi/external-snapshotter/client/v8")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "config", "crd"), nil
+}
+
+// Node describes a node of the local cluster.
+type Node struct {
+	Name string
+	// VGSize is the fake VG's thin pool size; 0 for 100 GiB.
+	VGSize uint64
+	// LVMDAddress is a real lvmd (e.g. the VM's forwarded port); empty for a
+	// fake lvmd started here.
+	LVMDAddress string
+	// CSIAddress is where the node's CSI Node service is; empty for the one
+	// the node agent serves here.
+	CSIAddress string
+}
+
+// AddNode creates a kwok-managed Node with thinlvm's topology label and its
+// CSINode entry (there is no kubelet to do it), and starts its lvmd (fake,
+// unless LVMDAddress is set) and node agent.
+func (c *Cluster) AddNode(ctx context.Context, n Node) error {
+	dir := filepath.Join(c.Dir, "nodes", n.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels: map[string]string{thinlvmv1.TopologyKey: n.Name, "kubernetes.io/hostname": n.Name,
+				"type": "kwok", "kubernetes.io/os": "linux"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")}},
+	}
+	if err := IgnoreAlreadyExists(c.Client.Create(ctx, node)); err != nil {
+		return fmt.Errorf("create node %s: %w", n.Name, err)
+	}
+	csiNode := &storagev1.CSINode{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name},
+		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: thinlvmv1.DriverName, NodeID: n.Name,
+			TopologyKeys: []string{thinlvmv1.TopologyKey}}}},
+	}
+	if err := IgnoreAlreadyExists(c.Client.Create(ctx, csiNode)); err != nil {
+		return fmt.Errorf("create CSINode %s: %w", n.Name, err)
+	}
+	lvmdAddr := n.LVMDAddress
+	if lvmdAddr == "" {
+		size := n.VGSize
+		if size == 0 {
+			size = 100 << 30
+		}
+		cfg := filepath.Join(dir, "lvmd.yaml")
+		if err := os.WriteFile(cfg, []byte("deviceClasses:\n- name: ssd\n  volumeGroup: vg0\n  thinPool: pool0\n  default: true\n"), 0o644); err != nil {
+			return err
+		}
+		sock := filepath.Join(dir, "lvmd.sock")
+		env := []string{"FAKELVM_STATE=" + filepath.Join(dir, "lvm.json"), "FAKELVM_VG_SIZE=" + strconv.FormatUint(size, 10)}
+		if err := c.Run("lvmd-"+n.Name, env, filepath.Join(c.Bin, "thinlvm-lvmd"), "--config="+cfg, "--listen=unix://"+sock,
+			"--lvm-path="+filepath.Join(c.Bin, "fakelvm"), "--refresh-interval=5s"); err != nil {
+			return err
+		}
+		lvmdAddr = "unix://" + sock
+	}
+	csiAddr := "unix://" + filepath.Join(dir, "csi.sock")
+	return c.Run("node-"+n.Name, nil, filepath.Join(c.Bin, "thinlvm-node"), "--node-name="+n.Name, "--kubeconfig="+c.Kubeconfig,
+		"--lvmd-address="+lvmdAddr, "--csi-address="+csiAddr, "--lvmnode-interval=500ms", "--no-space-retry=5s", "-v=2")
+}
+
+// WaitLVMNode waits until the node's LVMNode reports a device class.
+func (c *Cluster) WaitLVMNode(ctx context.Context, name string) error {
+	return c.WaitFor(ctx, "LVMNode "+name, 2*time.Minute, func() (bool, error) {
+		ln := &thinlvmv1.LVMNode{}
+		err := c.Client.Get(ctx, types.NamespacedName{Name: name}, ln)
+		return err == nil && len(ln.Status.DeviceClasses) > 0, client.IgnoreNotFound(err)
+	}, "node-"+name)
+}
