@@ -95,9 +95,8 @@ type Node struct {
 	// LVMDAddress is a real lvmd (e.g. the VM's forwarded port); empty for a
 	// fake lvmd started here.
 	LVMDAddress string
-	// CSIAddress is where the node's CSI Node service is; empty for the one
-	// the node agent serves here.
-	CSIAddress string
+	// Labels are extra Node labels.
+	Labels map[string]string
 }
 
 // AddNode creates a kwok-managed Node with thinlvm's topology label and its
@@ -108,11 +107,14 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	labels := map[string]string{thinlvmv1.TopologyKey: n.Name, "kubernetes.io/hostname": n.Name, "type": "kwok", "kubernetes.io/os": "linux"}
+	for k, v := range n.Labels {
+		labels[k] = v
+	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name,
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-			Labels: map[string]string{thinlvmv1.TopologyKey: n.Name, "kubernetes.io/hostname": n.Name,
-				"type": "kwok", "kubernetes.io/os": "linux"}},
+			Labels:      labels},
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")}},

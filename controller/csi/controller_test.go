@@ -1,0 +1,302 @@
+package csi_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	csispec "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	controllercsi "github.com/thinlvm/thinlvm/controller/csi"
+	"github.com/thinlvm/thinlvm/e2e/envtest"
+	"github.com/thinlvm/thinlvm/node/lvmd/fake"
+	"github.com/thinlvm/thinlvm/node/reconciler"
+)
+
+// The controller runs against a real API server; the node agents are the
+// real reconciler over fake lvmds, one per node.
+var (
+	k8s  client.Client
+	srv  *controllercsi.ControllerServer
+	lvmd = map[string]*fake.LVMD{}
+)
+
+func TestMain(m *testing.M) {
+	env, err := envtest.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		os.Exit(1)
+	}
+	k8s = env.Client
+	ctx, cancel := context.WithCancel(context.Background())
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		lvmd[n] = &fake.LVMD{}
+		r := &reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: lvmd[n], NodeName: n, RetryAfter: time.Hour}
+		if err := r.SetupWithManager(mgr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	srv = &controllercsi.ControllerServer{Client: mgr.GetClient(), Poll: 20 * time.Millisecond, Timeout: 20 * time.Second}
+	// LVMNodes as the publisher would write them: n1 has 10Gi, n2 100Gi,
+	// n3 2Gi available.
+	for n, avail := range map[string]string{"n1": "10Gi", "n2": "100Gi", "n3": "2Gi"} {
+		ln := &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if err := k8s.Create(ctx, ln); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		ln.Status.DeviceClasses = []thinlvmv1.DeviceClassStatus{{Name: "ssd", Default: true, Available: resource.MustParse(avail)}}
+		if err := k8s.Status().Update(ctx, ln); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	mgr.GetCache().WaitForCacheSync(ctx)
+	code := m.Run()
+	cancel()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+var rwo = []*csispec.VolumeCapability{{AccessType: &csispec.VolumeCapability_Mount{Mount: &csispec.VolumeCapability_MountVolume{}},
+	AccessMode: &csispec.VolumeCapability_AccessMode{Mode: csispec.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}}
+
+func top(nodes ...string) *csispec.TopologyRequirement {
+	r := &csispec.TopologyRequirement{}
+	for _, n := range nodes {
+		t := &csispec.Topology{Segments: map[string]string{thinlvmv1.TopologyKey: n}}
+		r.Preferred = append(r.Preferred, t)
+		r.Requisite = append(r.Requisite, t)
+	}
+	return r
+}
+
+func createVolume(t *testing.T, name string, size int64, ar *csispec.TopologyRequirement, src *csispec.VolumeContentSource) (*csispec.Volume, error) {
+	t.Helper()
+	resp, err := srv.CreateVolume(context.Background(), &csispec.CreateVolumeRequest{Name: name, VolumeCapabilities: rwo,
+		CapacityRange: &csispec.CapacityRange{RequiredBytes: size}, AccessibilityRequirements: ar, VolumeContentSource: src})
+	return resp.GetVolume(), err
+}
+
+func nodeOf(v *csispec.Volume) string {
+	return v.GetAccessibleTopology()[0].GetSegments()[thinlvmv1.TopologyKey]
+}
+
+func TestPlacement(t *testing.T) {
+	tests := []struct {
+		name string
+		size int64
+		ar   *csispec.TopologyRequirement
+		want string
+		code codes.Code
+	}{
+		{"preferred node with room", 1 << 30, top("n1", "n2"), "n1", codes.OK},
+		{"preferred node without room: the next", 20 << 30, top("n1", "n2"), "n2", codes.OK},
+		{"no candidate has room", 50 << 30, top("n1", "n3"), "", codes.ResourceExhausted},
+		{"no requirements: the most room", 1 << 30, nil, "n2", codes.OK},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := createVolume(t, fmt.Sprintf("pvc-place-%d", i), tt.size, tt.ar, nil)
+			if status.Code(err) != tt.code {
+				t.Fatalf("code %v (%v), want %v", status.Code(err), err, tt.code)
+			}
+			if err == nil && nodeOf(v) != tt.want {
+				t.Errorf("placed on %s, want %s", nodeOf(v), tt.want)
+			}
+		})
+	}
+}
+
+func TestCreateIsIdempotentAndChecksSize(t *testing.T) {
+	v1, err := createVolume(t, "pvc-idem", 1<<30, top("n1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := createVolume(t, "pvc-idem", 1<<30, top("n1"), nil)
+	if err != nil || v2.GetVolumeId() != v1.GetVolumeId() || v2.GetCapacityBytes() != 1<<30 {
+		t.Fatalf("repeat: %v %v", v2, err)
+	}
+	if _, err := createVolume(t, "pvc-idem", 2<<30, top("n1"), nil); status.Code(err) != codes.AlreadyExists {
+		t.Errorf("same name, bigger: %v, want AlreadyExists", err)
+	}
+	if lvmd["n1"].Count("CreateLV") == 0 {
+		t.Error("no LV made")
+	}
+}
+
+// lvmd's refusal comes back with its code, and the LogicalVolume goes, so
+// that the provisioner can try elsewhere.
+func TestNodeRefusalLeavesNothing(t *testing.T) {
+	lvmd["n1"].SetFail("CreateLV", status.Error(codes.ResourceExhausted, "thin pool over its high-water mark: data 95.00%, metadata 10.00%"))
+	defer lvmd["n1"].SetFail("CreateLV", nil)
+	_, err := createVolume(t, "pvc-refused", 1<<30, top("n1"), nil)
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("got %v, want ResourceExhausted", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := k8s.Get(context.Background(), types.NamespacedName{Name: "pvc-refused"}, &thinlvmv1.LogicalVolume{})
+		if client.IgnoreNotFound(err) == nil && err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the refused LogicalVolume is still there")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestSnapshotsClonesAndSourceNode(t *testing.T) {
+	ctx := context.Background()
+	v, err := createVolume(t, "pvc-src", 1<<30, top("n1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := srv.CreateSnapshot(ctx, &csispec.CreateSnapshotRequest{Name: "snapshot-abc", SourceVolumeId: v.GetVolumeId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := snap.GetSnapshot(); !s.GetReadyToUse() || s.GetSourceVolumeId() != v.GetVolumeId() || s.GetSizeBytes() != 1<<30 {
+		t.Errorf("snapshot %v", s)
+	}
+	if lv, ok := lvmd["n1"].LV("tl-snapshot-abc"); !ok || !lv.GetReadOnly() || lv.GetOrigin() != "pvc-src" {
+		t.Errorf("snapshot LV %v", lv)
+	}
+	fromSnap := &csispec.VolumeContentSource{Type: &csispec.VolumeContentSource_Snapshot{Snapshot: &csispec.VolumeContentSource_SnapshotSource{SnapshotId: "snapshot-abc"}}}
+	restored, err := createVolume(t, "pvc-restored", 3<<30, top("n1", "n2"), fromSnap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodeOf(restored) != "n1" || restored.GetCapacityBytes() != 3<<30 {
+		t.Errorf("restored %v", restored)
+	}
+	// A requirement that excludes the source's node: the message names it.
+	_, err = createVolume(t, "pvc-far", 1<<30, top("n2"), fromSnap)
+	if status.Code(err) != codes.FailedPrecondition || !contains(status.Convert(err).Message(), "n1") {
+		t.Errorf("restore elsewhere: %v, want FailedPrecondition naming n1", err)
+	}
+	clone, err := createVolume(t, "pvc-clone", 1<<30, nil, &csispec.VolumeContentSource{Type: &csispec.VolumeContentSource_Volume{
+		Volume: &csispec.VolumeContentSource_VolumeSource{VolumeId: v.GetVolumeId()}}})
+	if err != nil || nodeOf(clone) != "n1" {
+		t.Errorf("clone: %v %v", clone, err)
+	}
+	_, err = createVolume(t, "pvc-nosrc", 1<<30, nil, &csispec.VolumeContentSource{Type: &csispec.VolumeContentSource_Snapshot{
+		Snapshot: &csispec.VolumeContentSource_SnapshotSource{SnapshotId: "no-such"}}})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("missing snapshot source: %v, want NotFound", err)
+	}
+
+	for i := range 3 {
+		if _, err := srv.CreateSnapshot(ctx, &csispec.CreateSnapshotRequest{Name: fmt.Sprintf("snap-page-%d", i), SourceVolumeId: v.GetVolumeId()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	token := ""
+	for pages := 0; ; pages++ {
+		resp, err := srv.ListSnapshots(ctx, &csispec.ListSnapshotsRequest{SourceVolumeId: v.GetVolumeId(), MaxEntries: 2, StartingToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range resp.GetEntries() {
+			ids = append(ids, e.GetSnapshot().GetSnapshotId())
+		}
+		if token = resp.GetNextToken(); token == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("paging does not end")
+		}
+	}
+	if len(ids) != 4 {
+		t.Errorf("listed %v, want 4 snapshots of pvc-src", ids)
+	}
+	if _, err := srv.ListSnapshots(ctx, &csispec.ListSnapshotsRequest{StartingToken: "bogus"}); status.Code(err) != codes.Aborted {
+		t.Errorf("bad token: %v, want Aborted", err)
+	}
+}
+
+func TestExpandDeleteCapacity(t *testing.T) {
+	ctx := context.Background()
+	v, err := createVolume(t, "pvc-grow", 1<<30, top("n2"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.ControllerExpandVolume(ctx, &csispec.ControllerExpandVolumeRequest{VolumeId: v.GetVolumeId(), CapacityRange: &csispec.CapacityRange{RequiredBytes: 5 << 30}})
+	if err != nil || resp.GetCapacityBytes() != 5<<30 || !resp.GetNodeExpansionRequired() {
+		t.Fatalf("expand: %v %v", resp, err)
+	}
+	if lv, _ := lvmd["n2"].LV("pvc-grow"); lv.GetSizeBytes() != 5<<30 {
+		t.Errorf("LV is %d bytes", lv.GetSizeBytes())
+	}
+	if _, err := srv.ControllerExpandVolume(ctx, &csispec.ControllerExpandVolumeRequest{VolumeId: "missing", CapacityRange: &csispec.CapacityRange{RequiredBytes: 1}}); status.Code(err) != codes.NotFound {
+		t.Errorf("expand missing: %v", err)
+	}
+	if _, err := srv.DeleteVolume(ctx, &csispec.DeleteVolumeRequest{VolumeId: v.GetVolumeId()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lvmd["n2"].LV("pvc-grow"); ok {
+		t.Error("LV still there after DeleteVolume")
+	}
+	if _, err := srv.DeleteVolume(ctx, &csispec.DeleteVolumeRequest{VolumeId: v.GetVolumeId()}); err != nil {
+		t.Errorf("repeated delete: %v", err)
+	}
+	c, err := srv.GetCapacity(ctx, &csispec.GetCapacityRequest{AccessibleTopology: &csispec.Topology{Segments: map[string]string{thinlvmv1.TopologyKey: "n3"}},
+		Parameters: map[string]string{thinlvmv1.DeviceClassParameter: "ssd"}})
+	if err != nil || c.GetAvailableCapacity() != 2<<30 {
+		t.Errorf("capacity of n3: %v %v", c, err)
+	}
+	if c, _ := srv.GetCapacity(ctx, &csispec.GetCapacityRequest{Parameters: map[string]string{thinlvmv1.DeviceClassParameter: "nvme"}}); c.GetAvailableCapacity() != 0 {
+		t.Errorf("capacity of an unknown class %v", c)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	ctx := context.Background()
+	block := []*csispec.VolumeCapability{{AccessType: &csispec.VolumeCapability_Block{Block: &csispec.VolumeCapability_BlockVolume{}},
+		AccessMode: &csispec.VolumeCapability_AccessMode{Mode: csispec.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER}}}
+	tests := []struct {
+		name string
+		req  *csispec.CreateVolumeRequest
+		want codes.Code
+	}{
+		{"no name", &csispec.CreateVolumeRequest{VolumeCapabilities: rwo}, codes.InvalidArgument},
+		{"no capabilities", &csispec.CreateVolumeRequest{Name: "x"}, codes.InvalidArgument},
+		{"multi-node", &csispec.CreateVolumeRequest{Name: "x", VolumeCapabilities: block}, codes.InvalidArgument},
+		{"required over limit", &csispec.CreateVolumeRequest{Name: "x", VolumeCapabilities: rwo, CapacityRange: &csispec.CapacityRange{RequiredBytes: 2, LimitBytes: 1}}, codes.InvalidArgument},
+		{"limit under the minimum", &csispec.CreateVolumeRequest{Name: "x", VolumeCapabilities: rwo, CapacityRange: &csispec.CapacityRange{LimitBytes: 1000}}, codes.OutOfRange},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := srv.CreateVolume(ctx, tt.req); status.Code(err) != tt.want {
+				t.Errorf("code %v (%v), want %v", status.Code(err), err, tt.want)
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
