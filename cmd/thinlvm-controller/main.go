@@ -94,6 +94,7 @@ func run(o options) error {
 		return err
 	}
 	controller := &csi.ControllerServer{Client: mgr.GetClient(), Timeout: o.waitTimeout, Metrics: csi.NewMetrics(ctrlmetrics.Registry)}
+	csi.NewPhaseCollector(ctrlmetrics.Registry, mgr.GetClient())
 	identity := &csi.IdentityServer{Version: version}
 	if err := mgr.Add(&endpoint.Server{Listener: lis, Log: logger.WithName("csi"), Register: func(s *grpc.Server) {
 		csispec.RegisterIdentityServer(s, identity)

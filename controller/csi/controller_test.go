@@ -9,6 +9,7 @@ import (
 	"time"
 
 	csispec "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -300,3 +301,24 @@ func TestValidation(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func TestPhaseMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	controllercsi.NewPhaseCollector(reg, k8s)
+	if _, err := createVolume(t, "pvc-metric", 1<<30, top("n3"), nil); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	if got["Ready"] < 1 {
+		t.Errorf("phases %v: want at least one Ready", got)
+	}
+}
