@@ -75,8 +75,9 @@ e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes an
 	$(GO) test -count=1 -timeout 45m -run 'Test' ./e2e/cluster/...
 
 .PHONY: bench
-bench: lvmvm-image ## Benchmarks on real lvm2 in the VM: prints the ratios.
+bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), 100 PVCs to Bound on the local control plane.
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench . -benchtime 1x ./e2e/lvmvm/...
+	$(GO) test -count=1 -timeout 45m -run '^$$' -bench . -benchtime 1x ./e2e/cluster/...
 
 .PHONY: demo
 demo: lvmvm-image ## Boot the real-LVM VM, run lvmd, carve volumes and print what happened.

@@ -26,6 +26,9 @@ func BenchmarkProvision100(b *testing.B) {
 		if err := k.WaitLVMNode(ctx, fmt.Sprintf("bench-%02d", i)); err != nil {
 			b.Fatal(err)
 		}
+		if err := k.WaitCapacity(ctx, fmt.Sprintf("bench-%02d", i)); err != nil {
+			b.Fatal(err)
+		}
 	}
 	affinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,7 +55,8 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "FAIL: %s: %v\n", what, err)
 		return 1
 	}
-	k.CapacityPoll = 20 * time.Second
+	// Long enough that the exhaustion test meets a stale capacity.
+	k.CapacityPoll = time.Minute
 	if err := k.StartThinlvm(start); err != nil {
 		return fail("start thinlvm", err)
 	}
@@ -99,6 +101,11 @@ func run(m *testing.M) int {
 	}}
 	if err := cluster.IgnoreAlreadyExists(k.Client.Create(start, vsc)); err != nil {
 		return fail("VolumeSnapshotClass", err)
+	}
+	for _, n := range nodes {
+		if err := k.WaitCapacity(start, n.Name); err != nil {
+			return fail("capacity", err)
+		}
 	}
 	code := m.Run()
 	if code != 0 {
@@ -286,7 +293,7 @@ func TestSnapshotAndRestoreOnTheVMNode(t *testing.T) {
 	snap := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
 		"metadata": map[string]any{"name": "origin-snap", "namespace": "default"},
-		"spec": map[string]any{"volumeSnapshotClassName": "thinlvm", "source": map[string]any{"persistentVolumeClaimName": "origin"}},
+		"spec":     map[string]any{"volumeSnapshotClassName": "thinlvm", "source": map[string]any{"persistentVolumeClaimName": "origin"}},
 	}}
 	create(t, snap)
 	waitFor(t, "the snapshot to be ready", 3*time.Minute, func() (bool, error) {
@@ -339,4 +346,53 @@ func TestNodeDeletionCleansUp(t *testing.T) {
 		return apierrors.IsNotFound(err) || err == nil && !claim.DeletionTimestamp.IsZero(), client.IgnoreNotFound(err)
 	})
 	_ = k.Client.Delete(ctx, pod("doomed-pod", false, nil))
+}
+
+// A node whose pool is full refuses the volume (ResourceExhausted, by lvm
+// itself), the provisioner gives the claim back to the scheduler, and it
+// lands on the other node.
+func TestExhaustionReschedules(t *testing.T) {
+	for _, n := range []string{"node-full", "node-spare"} {
+		if err := k.AddNode(ctx, cluster.Node{Name: n, Labels: map[string]string{"exhaust": "true"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.WaitLVMNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.WaitCapacity(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The pool fills up; the capacity the scheduler sees is stale for up to
+	// a minute (the provisioner's poll), so it still prefers node-full.
+	if err := k.FillFakePool("node-full"); err != nil {
+		t.Fatal(err)
+	}
+	affinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "exhaust", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}}}}},
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 100, Preference: corev1.NodeSelectorTerm{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-full"}}}}}},
+	}}
+	create(t, pvc("squeezed", storageClass, "1Gi", false), pod("squeezed-pod", false, affinity, "squeezed"))
+	p := running(t, "squeezed-pod")
+	_, pv := bound(t, "squeezed")
+	if pvNode(pv) != "node-spare" || p.Spec.NodeName != "node-spare" {
+		t.Errorf("claim on %s, pod on %s: want node-spare", pvNode(pv), p.Spec.NodeName)
+	}
+	events := &corev1.EventList{}
+	if err := k.Client.List(ctx, events, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	refused := false
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == "squeezed" && e.Reason == "ProvisioningFailed" && strings.Contains(e.Message, "ResourceExhausted") {
+			refused = true
+			t.Logf("event: %s", e.Message)
+		}
+	}
+	if !refused {
+		t.Error("no ProvisioningFailed/ResourceExhausted event: the full node was never tried")
+	}
+	deleteAll(t, pod("squeezed-pod", false, nil), pvc("squeezed", "", "1Gi", false))
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -141,9 +142,7 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 			return err
 		}
 		sock := filepath.Join(dir, "lvmd.sock")
-		env := []string{"FAKELVM_STATE=" + filepath.Join(dir, "lvm.json"), "FAKELVM_VG_SIZE=" + strconv.FormatUint(size, 10)}
-		if err := c.Run("lvmd-"+n.Name, env, filepath.Join(c.Bin, "thinlvm-lvmd"), "--config="+cfg, "--listen=unix://"+sock,
-			"--lvm-path="+filepath.Join(c.Bin, "fakelvm"), "--refresh-interval=5s"); err != nil {
+		if err := c.startFakeLVMD(n.Name, size); err != nil {
 			return err
 		}
 		lvmdAddr = "unix://" + sock
@@ -160,4 +159,56 @@ func (c *Cluster) WaitLVMNode(ctx context.Context, name string) error {
 		err := c.Client.Get(ctx, types.NamespacedName{Name: name}, ln)
 		return err == nil && len(ln.Status.DeviceClasses) > 0, client.IgnoreNotFound(err)
 	}, "node-"+name)
+}
+
+func (c *Cluster) startFakeLVMD(node string, size uint64) error {
+	dir := filepath.Join(c.Dir, "nodes", node)
+	env := []string{"FAKELVM_STATE=" + filepath.Join(dir, "lvm.json"), "FAKELVM_VG_SIZE=" + strconv.FormatUint(size, 10)}
+	return c.Run("lvmd-"+node, env, filepath.Join(c.Bin, "thinlvm-lvmd"), "--config="+filepath.Join(dir, "lvmd.yaml"),
+		"--listen=unix://"+filepath.Join(dir, "lvmd.sock"), "--lvm-path="+filepath.Join(c.Bin, "fakelvm"), "--refresh-interval=5s")
+}
+
+// FillFakePool makes a fake node's thin pool 100% full of data, as if its
+// volumes had been written: lvm then refuses new thin volumes. lvmd is
+// restarted around the change, so that it reads the new state at once.
+func (c *Cluster) FillFakePool(node string) error {
+	c.Kill("lvmd-" + node)
+	path := filepath.Join(c.Dir, "nodes", node, "lvm.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var st map[string]any
+	if err := json.Unmarshal(data, &st); err != nil {
+		return err
+	}
+	pools, _ := st["Pools"].([]any)
+	if len(pools) == 0 {
+		return fmt.Errorf("fake node %s has no thin pool", node)
+	}
+	pools[0].(map[string]any)["DataPercent"] = 100.0
+	if data, err = json.Marshal(st); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return err
+	}
+	return c.startFakeLVMD(node, 0)
+}
+
+// WaitCapacity waits until the provisioner published a CSIStorageCapacity
+// for the node (the scheduler treats a node without one as full).
+func (c *Cluster) WaitCapacity(ctx context.Context, node string) error {
+	return c.WaitFor(ctx, "CSIStorageCapacity of "+node, 2*time.Minute, func() (bool, error) {
+		list := &storagev1.CSIStorageCapacityList{}
+		if err := c.Client.List(ctx, list); err != nil {
+			return false, err
+		}
+		for _, sc := range list.Items {
+			if sc.NodeTopology != nil && sc.NodeTopology.MatchLabels[thinlvmv1.TopologyKey] == node && sc.Capacity != nil && !sc.Capacity.IsZero() {
+				return true, nil
+			}
+		}
+		return false, nil
+	}, "csi-provisioner")
 }
