@@ -28,6 +28,9 @@ func (c *Cluster) Apply(ctx context.Context, path string) error {
 		}
 	}
 	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue // kustomize's, not the API server's
+		}
 		data, err := os.ReadFile(f)
 		if err != nil {
 			return err
