@@ -301,9 +301,33 @@ func TestSnapshotAndRestoreOnTheVMNode(t *testing.T) {
 		ready, _, _ := unstructured.NestedBool(snap.Object, "status", "readyToUse")
 		return err == nil && ready, err
 	})
-	restored := pvc("restored", storageClass, "2Gi", false)
-	restored.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "origin-snap"}
-	create(t, restored, pod("restored-pod", false, nil, "restored"))
+	restore := func(name string) *corev1.PersistentVolumeClaim {
+		c := pvc(name, storageClass, "2Gi", false)
+		c.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "origin-snap"}
+		return c
+	}
+	// The stock scheduler does not know that a restore must land on its
+	// source's node (the thinlvm scheduler plugin does): a pod pinned
+	// elsewhere gets a claim that fails, and says which node holds the
+	// source; a pod on that node gets its volume.
+	misplaced := restore("misplaced")
+	create(t, misplaced, pod("misplaced-pod", false, onNode("node-a"), "misplaced"))
+	waitFor(t, "the misplaced restore to be refused", 2*time.Minute, func() (bool, error) {
+		events := &corev1.EventList{}
+		if err := k.Client.List(ctx, events, client.InNamespace("default")); err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == "misplaced" && e.Reason == "ProvisioningFailed" &&
+				strings.Contains(e.Message, "FailedPrecondition") && strings.Contains(e.Message, "node "+vmNode) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	deleteAll(t, pod("misplaced-pod", false, nil), misplaced)
+	restored := restore("restored")
+	create(t, restored, pod("restored-pod", false, onNode(vmNode), "restored"))
 	p := running(t, "restored-pod")
 	_, rpv := bound(t, "restored")
 	if pvNode(rpv) != vmNode || p.Spec.NodeName != vmNode {
