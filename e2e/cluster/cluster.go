@@ -200,7 +200,8 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		"--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort), "--leader-elect=false",
 		"--service-account-private-key-file="+p("sa.key"), "--root-ca-file="+p("ca.crt"), "--use-service-account-credentials=true",
-		"--controllers=*", "--cluster-signing-cert-file="+p("ca.crt"), "--cluster-signing-key-file="+p("ca.key")); err != nil {
+		"--controllers=*", "--cluster-signing-cert-file="+p("ca.crt"), "--cluster-signing-key-file="+p("ca.key"),
+		"--kube-api-qps=50", "--kube-api-burst=100"); err != nil {
 		return c, err
 	}
 	schedCfg := filepath.Join(c.Dir, "scheduler.yaml")

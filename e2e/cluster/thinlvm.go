@@ -66,7 +66,8 @@ func (c *Cluster) StartThinlvm(ctx context.Context) error {
 	podEnv := []string{"NAMESPACE=default", "POD_NAME=csi-provisioner"}
 	if err := c.Run("csi-provisioner", podEnv, append([]string{filepath.Join(c.K8sBin, "csi-provisioner"),
 		"--feature-gates=Topology=true", "--strict-topology", "--enable-capacity", "--capacity-ownerref-level=-1", "--capacity-poll-interval=" + c.CapacityPoll.String(),
-		"--extra-create-metadata", "--leader-election=false", "--retry-interval-start=1s", "--retry-interval-max=10s"}, common...)...); err != nil {
+		"--extra-create-metadata", "--leader-election=false", "--retry-interval-start=1s", "--retry-interval-max=10s",
+		"--kube-api-qps=50", "--kube-api-burst=100"}, common...)...); err != nil {
 		return err
 	}
 	if err := c.Run("csi-resizer", nil, append([]string{filepath.Join(c.K8sBin, "csi-resizer"), "--leader-election=false"}, common...)...); err != nil {
