@@ -1,0 +1,4 @@
+// Package config holds the internal type of the ThinLVM scheduler plugin's
+// arguments, as kube-scheduler's own plugin args are kept: versioned types
+// (v1) are defaulted and converted into it, validation checks it. No logic.
+package config

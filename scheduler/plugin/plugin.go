@@ -1,0 +1,459 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/scheduler/apis/config"
+	"github.com/thinlvm/thinlvm/scheduler/apis/config/validation"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration.
+const Name = "ThinLVM"
+
+// GoldenImageParameter is the StorageClass parameter that names the golden
+// image every volume of the class is made from.
+const GoldenImageParameter = "thinlvm.io/golden-image"
+
+const stateKey fwk.StateKey = Name + "/demand"
+
+// GroupVersionResources the plugin reads through dynamic informers.
+var (
+	lvmNodesGVR        = thinlvmv1.GroupVersion.WithResource("lvmnodes")
+	logicalVolumesGVR  = thinlvmv1.GroupVersion.WithResource("logicalvolumes")
+	volumeSnapshotGVR  = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshots"}
+	snapshotContentGVR = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotcontents"}
+)
+
+// Plugin is the ThinLVM scheduler plugin.
+type Plugin struct {
+	args   *config.ThinLVMArgs
+	lister Lister
+	ledger *ledger
+}
+
+var (
+	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
+	_ fwk.FilterPlugin      = (*Plugin)(nil)
+	_ fwk.ReservePlugin     = (*Plugin)(nil)
+	_ fwk.ScorePlugin       = (*Plugin)(nil)
+	_ fwk.EnqueueExtensions = (*Plugin)(nil)
+)
+
+// Lister is what the plugin reads of the cluster; tests give a fake.
+type Lister interface {
+	PVC(namespace, name string) (*corev1.PersistentVolumeClaim, error)
+	PV(name string) (*corev1.PersistentVolume, error)
+	StorageClass(name string) (*storagev1.StorageClass, error)
+	LVMNode(name string) (*thinlvmv1.LVMNode, error)
+	LVMNodes() ([]*thinlvmv1.LVMNode, error)
+	LogicalVolume(name string) (*thinlvmv1.LogicalVolume, error)
+	// SnapshotVolume is the CSI snapshot ID of a bound VolumeSnapshot.
+	SnapshotHandle(ctx context.Context, namespace, name string) (string, error)
+}
+
+// New is the plugin's factory: it asserts the args' type, validates them
+// (invalid args stop the scheduler with a field-path error) and starts the
+// informers it reads.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, ok := obj.(*config.ThinLVMArgs)
+	if !ok {
+		return nil, fmt.Errorf("%s: args are %T, want *config.ThinLVMArgs", Name, obj)
+	}
+	if err := validation.ValidateThinLVMArgs(nil, args); err != nil {
+		return nil, fmt.Errorf("%s: invalid args: %w", Name, err)
+	}
+	dyn, err := dynamic.NewForConfig(h.KubeConfig())
+	if err != nil {
+		return nil, err
+	}
+	l := &clusterLister{
+		pvcs: h.SharedInformerFactory().Core().V1().PersistentVolumeClaims().Lister(),
+		pvs:  h.SharedInformerFactory().Core().V1().PersistentVolumes().Lister(),
+		scs:  h.SharedInformerFactory().Storage().V1().StorageClasses().Lister(),
+		dyn:  dyn,
+	}
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	l.lvmNodes = factory.ForResource(lvmNodesGVR).Informer().GetIndexer()
+	l.lvs = factory.ForResource(logicalVolumesGVR).Informer().GetIndexer()
+	factory.Start(ctx.Done())
+	for gvr, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("%s: cache of %s did not sync", Name, gvr.Resource)
+		}
+	}
+	return NewWithLister(args, l), nil
+}
+
+// NewWithLister makes the plugin over a lister (tests use a fake).
+func NewWithLister(args *config.ThinLVMArgs, l Lister) *Plugin {
+	return &Plugin{args: args, lister: l, ledger: newLedger(args.ReservationTTL.Duration)}
+}
+
+// Name implements fwk.Plugin.
+func (p *Plugin) Name() string { return Name }
+
+// demand is what a pod's unbound thinlvm claims need; it lives in the
+// cycle state between PreFilter and Reserve.
+type demand struct {
+	// bytes by device class ("" is a node's default class).
+	bytes map[string]int64
+	// images are the golden images the volumes are made from.
+	images []string
+	// baseSizes are the images' base sizes where some node holds them.
+	baseSizes map[string]int64
+	// sourceNode holds a clone's or restore's source: only it can serve.
+	sourceNode string
+	claims     []string
+}
+
+// Clone implements fwk.StateData; a demand is never changed after PreFilter.
+func (d *demand) Clone() fwk.StateData { return d }
+
+// PreFilter computes the pod's demand once per cycle and skips pods that
+// need no thinlvm volume.
+func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	d, err := p.demandOf(ctx, pod)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	if len(d.bytes) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(stateKey, d)
+	if d.sourceNode != "" {
+		return &fwk.PreFilterResult{NodeNames: sets.New(d.sourceNode)}, nil
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin.
+func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error) {
+	d := &demand{bytes: map[string]int64{}, baseSizes: map[string]int64{}}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		pvc, err := p.lister.PVC(pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+		if apierrors.IsNotFound(err) {
+			continue // VolumeBinding reports the missing claim
+		}
+		if err != nil {
+			return nil, err
+		}
+		if pvc.Spec.VolumeName != "" || pvc.Spec.StorageClassName == nil {
+			continue // bound already: its volume is made
+		}
+		sc, err := p.lister.StorageClass(*pvc.Spec.StorageClassName)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if sc.Provisioner != thinlvmv1.DriverName || sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
+			continue
+		}
+		class := sc.Parameters[thinlvmv1.DeviceClassParameter]
+		size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+		d.bytes[class] += size.Value()
+		d.claims = append(d.claims, pvc.Namespace+"/"+pvc.Name)
+		if img := sc.Parameters[GoldenImageParameter]; img != "" && !contains(d.images, img) {
+			d.images = append(d.images, img)
+		}
+		if src := pvc.Spec.DataSource; src != nil {
+			node, err := p.sourceNode(ctx, pvc.Namespace, src)
+			if err != nil {
+				return nil, err
+			}
+			if node != "" {
+				if d.sourceNode != "" && d.sourceNode != node {
+					return nil, fmt.Errorf("the pod's volumes are cloned from sources on two nodes, %s and %s", d.sourceNode, node)
+				}
+				d.sourceNode = node
+			}
+		}
+	}
+	if len(d.images) > 0 {
+		nodes, err := p.lister.LVMNodes()
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range nodes {
+			for _, b := range n.Status.GoldenBases {
+				if contains(d.images, b.Name) && b.Size.Value() > d.baseSizes[b.Name] {
+					d.baseSizes[b.Name] = b.Size.Value()
+				}
+			}
+		}
+	}
+	return d, nil
+}
+
+// sourceNode is the node holding a claim's data source, "" when unknown.
+func (p *Plugin) sourceNode(ctx context.Context, namespace string, src *corev1.TypedLocalObjectReference) (string, error) {
+	var lvName string
+	switch {
+	case src.Kind == "PersistentVolumeClaim" && (src.APIGroup == nil || *src.APIGroup == ""):
+		pvc, err := p.lister.PVC(namespace, src.Name)
+		if err != nil || pvc.Spec.VolumeName == "" {
+			return "", nil
+		}
+		pv, err := p.lister.PV(pvc.Spec.VolumeName)
+		if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != thinlvmv1.DriverName {
+			return "", nil
+		}
+		lvName = pv.Spec.CSI.VolumeHandle
+	case src.Kind == "VolumeSnapshot" && src.APIGroup != nil && *src.APIGroup == volumeSnapshotGVR.Group:
+		h, err := p.lister.SnapshotHandle(ctx, namespace, src.Name)
+		if err != nil || h == "" {
+			return "", nil
+		}
+		lvName = h
+	default:
+		return "", nil
+	}
+	lv, err := p.lister.LogicalVolume(lvName)
+	if err != nil {
+		return "", nil
+	}
+	return lv.Spec.NodeName, nil
+}
+
+func demandFrom(state fwk.CycleState) (*demand, *fwk.Status) {
+	v, err := state.Read(stateKey)
+	if err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("read %s: %w", stateKey, err))
+	}
+	return v.(*demand), nil
+}
+
+// free is the room of a device class on a node: what its LVMNode reports,
+// less what the ledger promised to pods the report does not show yet.
+func (p *Plugin) free(node string, dc *thinlvmv1.DeviceClassStatus, ln *thinlvmv1.LVMNode) int64 {
+	return dc.Available.Value() - p.ledger.reserved(node, dc.Name, func(r reservation) bool { return p.settled(r, ln) })
+}
+
+// settled tells whether a reservation shows in the LVMNode: every claim is
+// bound and its volume is older than the node's last report.
+func (p *Plugin) settled(r reservation, ln *thinlvmv1.LVMNode) bool {
+	if ln.Status.UpdateTime == nil {
+		return false
+	}
+	for _, c := range r.claims {
+		ns, name, _ := strings.Cut(c, "/")
+		pvc, err := p.lister.PVC(ns, name)
+		if err != nil || pvc.Spec.VolumeName == "" {
+			return false
+		}
+		pv, err := p.lister.PV(pvc.Spec.VolumeName)
+		if err != nil || !pv.CreationTimestamp.Time.Before(ln.Status.UpdateTime.Time.Add(-time.Second)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Filter drops nodes without thinlvm, without the device class, or without
+// room for the pod's volumes plus the golden bases they lack.
+func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	d, st := demandFrom(state)
+	if st != nil {
+		return st
+	}
+	node := ni.Node().Name
+	if d.sourceNode != "" && node != d.sourceNode {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("the volume's source is on node %s", d.sourceNode))
+	}
+	ln, err := p.lister.LVMNode(node)
+	if err != nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node does not run thinlvm (no LVMNode)")
+	}
+	for class, need := range d.bytes {
+		dc := deviceClass(ln, class)
+		if dc == nil {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node has no thinlvm device class %q", class))
+		}
+		need += d.missingBases(ln)
+		if free := p.free(node, dc, ln); need > free {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("thinlvm device class %q has %d bytes free, the pod needs %d", dc.Name, max(free, 0), need))
+		}
+	}
+	return nil
+}
+
+// missingBases is the size of the golden bases a node lacks: they are
+// populated there before the volumes are made. A base's size is known where
+// another node holds it.
+func (d *demand) missingBases(ln *thinlvmv1.LVMNode) int64 {
+	var sum int64
+	for _, img := range d.images {
+		if stateOf(ln, img) == baseMissing {
+			sum += d.baseSizes[img]
+		}
+	}
+	return sum
+}
+
+func stateOf(ln *thinlvmv1.LVMNode, image string) baseState {
+	for _, b := range ln.Status.GoldenBases {
+		if b.Name != image {
+			continue
+		}
+		switch b.State {
+		case thinlvmv1.GoldenBaseReady:
+			return baseReady
+		case thinlvmv1.GoldenBasePopulating:
+			return basePopulating
+		}
+	}
+	return baseMissing
+}
+
+// deviceClass finds class in an LVMNode; "" is the node's default.
+func deviceClass(ln *thinlvmv1.LVMNode, class string) *thinlvmv1.DeviceClassStatus {
+	for i := range ln.Status.DeviceClasses {
+		dc := &ln.Status.DeviceClasses[i]
+		if class == "" && dc.Default || class != "" && dc.Name == class {
+			return dc
+		}
+	}
+	if class == "" && len(ln.Status.DeviceClasses) == 1 {
+		return &ln.Status.DeviceClasses[0]
+	}
+	return nil
+}
+
+// Reserve holds the pod's bytes on the node until its LVMNode shows them.
+func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Pod, node string) *fwk.Status {
+	d, st := demandFrom(state)
+	if st != nil {
+		return st
+	}
+	ln, err := p.lister.LVMNode(node)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	bytes := map[string]int64{}
+	for class, need := range d.bytes {
+		if dc := deviceClass(ln, class); dc != nil {
+			bytes[dc.Name] += need
+		}
+	}
+	p.ledger.reserve(pod.UID, reservation{node: node, bytes: bytes, claims: d.claims})
+	return nil
+}
+
+// Unreserve drops the pod's reservation.
+func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+	p.ledger.release(pod.UID)
+}
+
+// Score weighs free space (spread or bin-pack, per device class weights)
+// and golden-base locality.
+func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	d, st := demandFrom(state)
+	if st != nil {
+		return 0, st
+	}
+	node := ni.Node().Name
+	ln, err := p.lister.LVMNode(node)
+	if err != nil {
+		return 0, nil
+	}
+	var capSum, weightSum int64
+	for class, need := range d.bytes {
+		dc := deviceClass(ln, class)
+		if dc == nil {
+			continue
+		}
+		w, ok := p.args.DeviceClassWeights[dc.Name]
+		if !ok {
+			w = 1
+		}
+		total := int64(float64(dc.PoolSize.Value()) * ratio(dc.OverprovisionRatio))
+		capSum += w * capacityScore(p.args.CapacityStrategy, p.free(node, dc, ln), need, total)
+		weightSum += w
+	}
+	var capScore int64
+	if weightSum > 0 {
+		capScore = capSum / weightSum
+	}
+	var locScore int64
+	if len(d.images) > 0 {
+		nodes, err := p.lister.LVMNodes()
+		if err != nil {
+			return 0, fwk.AsStatus(err)
+		}
+		for _, img := range d.images {
+			holders := 0
+			for _, n := range nodes {
+				if stateOf(n, img) != baseMissing {
+					holders++
+				}
+			}
+			locScore += localityScore(stateOf(ln, img), holders, len(nodes))
+		}
+		locScore /= int64(len(d.images))
+	}
+	return combine(capScore, locScore, p.args.CapacityWeight, p.args.LocalityWeight), nil
+}
+
+func ratio(s string) float64 {
+	var r float64
+	if _, err := fmt.Sscanf(s, "%g", &r); err != nil || r < 1 {
+		return 1
+	}
+	return r
+}
+
+// ScoreExtensions implements fwk.ScorePlugin.
+func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return p }
+
+// NormalizeScore scales the best node to the framework's maximum.
+func (p *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	s := make([]int64, len(scores))
+	for i := range scores {
+		s[i] = scores[i].Score
+	}
+	normalize(s)
+	for i := range scores {
+		scores[i].Score = s[i]
+	}
+	return nil
+}
+
+// EventsToRegister requeues pods this plugin rejected when an LVMNode or a
+// GoldenImage changes (room freed, a base became Ready), or a claim is
+// added or updated.
+func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("lvmnodes.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("goldenimages.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolumeClaim, ActionType: fwk.Add | fwk.Update}},
+	}, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

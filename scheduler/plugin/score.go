@@ -1,0 +1,72 @@
+package plugin
+
+import (
+	"github.com/thinlvm/thinlvm/scheduler/apis/config"
+)
+
+// maxScore is the framework's node score range, 0 to 100.
+const maxScore = 100
+
+// capacityScore rates the room left after placing need bytes into free
+// bytes of a total: spread (LeastAllocated) prefers more room left,
+// bin-pack (MostAllocated) less.
+func capacityScore(strategy config.CapacityStrategy, free, need, total int64) int64 {
+	if total <= 0 || need > free {
+		return 0
+	}
+	left := (free - need) * maxScore / total
+	left = min(max(left, 0), maxScore)
+	if strategy == config.MostAllocated {
+		return maxScore - left
+	}
+	return left
+}
+
+// baseState is how far a node is with a golden base.
+type baseState int
+
+const (
+	baseMissing baseState = iota
+	basePopulating
+	baseReady
+)
+
+// localityScore rates a node for one golden base in the spirit of the
+// in-tree ImageLocality plugin: full marks where the base is Ready, half
+// where it is being populated, nothing where it is missing; damped by the
+// share of nodes that hold it, so that a base held by few nodes does not
+// pull every VM onto them.
+func localityScore(state baseState, holders, nodes int) int64 {
+	if nodes <= 0 || state == baseMissing {
+		return 0
+	}
+	s := int64(maxScore)
+	if state == basePopulating {
+		s /= 2
+	}
+	// spread ratio in [1/nodes, 1]
+	return s * int64(holders) / int64(nodes)
+}
+
+// combine weighs the two parts into one score in [0, 100].
+func combine(capacity, locality, capacityWeight, localityWeight int64) int64 {
+	w := capacityWeight + localityWeight
+	if w == 0 {
+		return 0
+	}
+	return (capacity*capacityWeight + locality*localityWeight) / w
+}
+
+// normalize scales scores so that the best is maxScore.
+func normalize(scores []int64) {
+	var top int64
+	for _, s := range scores {
+		top = max(top, s)
+	}
+	if top == 0 {
+		return
+	}
+	for i := range scores {
+		scores[i] = scores[i] * maxScore / top
+	}
+}
