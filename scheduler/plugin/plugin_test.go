@@ -1,0 +1,361 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/scheduler/apis/config"
+)
+
+// fakeLister is the plugin's view of the cluster, set by each test.
+type fakeLister struct {
+	pvcs      map[string]*corev1.PersistentVolumeClaim
+	pvs       map[string]*corev1.PersistentVolume
+	scs       map[string]*storagev1.StorageClass
+	nodes     map[string]*thinlvmv1.LVMNode
+	lvs       map[string]*thinlvmv1.LogicalVolume
+	snapshots map[string]string
+}
+
+func notFound(what, name string) error {
+	return apierrors.NewNotFound(thinlvmv1.GroupVersion.WithResource(what).GroupResource(), name)
+}
+
+func get[T any](m map[string]*T, what, key string) (*T, error) {
+	if v, ok := m[key]; ok {
+		return v, nil
+	}
+	return nil, notFound(what, key)
+}
+
+func (f *fakeLister) PVC(ns, name string) (*corev1.PersistentVolumeClaim, error) {
+	return get(f.pvcs, "persistentvolumeclaims", ns+"/"+name)
+}
+func (f *fakeLister) PV(name string) (*corev1.PersistentVolume, error) {
+	return get(f.pvs, "persistentvolumes", name)
+}
+func (f *fakeLister) StorageClass(name string) (*storagev1.StorageClass, error) {
+	return get(f.scs, "storageclasses", name)
+}
+func (f *fakeLister) LVMNode(name string) (*thinlvmv1.LVMNode, error) {
+	return get(f.nodes, "lvmnodes", name)
+}
+func (f *fakeLister) LVMNodes() ([]*thinlvmv1.LVMNode, error) {
+	var out []*thinlvmv1.LVMNode
+	for _, n := range f.nodes {
+		out = append(out, n)
+	}
+	return out, nil
+}
+func (f *fakeLister) LogicalVolume(name string) (*thinlvmv1.LogicalVolume, error) {
+	return get(f.lvs, "logicalvolumes", name)
+}
+func (f *fakeLister) SnapshotHandle(_ context.Context, ns, name string) (string, error) {
+	return f.snapshots[ns+"/"+name], nil
+}
+
+func newFake() *fakeLister {
+	wfc := storagev1.VolumeBindingWaitForFirstConsumer
+	imm := storagev1.VolumeBindingImmediate
+	return &fakeLister{
+		pvcs: map[string]*corev1.PersistentVolumeClaim{}, pvs: map[string]*corev1.PersistentVolume{},
+		scs: map[string]*storagev1.StorageClass{
+			"thin":   {ObjectMeta: metav1.ObjectMeta{Name: "thin"}, Provisioner: thinlvmv1.DriverName, VolumeBindingMode: &wfc},
+			"golden": {ObjectMeta: metav1.ObjectMeta{Name: "golden"}, Provisioner: thinlvmv1.DriverName, VolumeBindingMode: &wfc, Parameters: map[string]string{GoldenImageParameter: "ubuntu"}},
+			"now":    {ObjectMeta: metav1.ObjectMeta{Name: "now"}, Provisioner: thinlvmv1.DriverName, VolumeBindingMode: &imm},
+			"other":  {ObjectMeta: metav1.ObjectMeta{Name: "other"}, Provisioner: "ebs.csi.aws.com", VolumeBindingMode: &wfc},
+		},
+		nodes: map[string]*thinlvmv1.LVMNode{}, lvs: map[string]*thinlvmv1.LogicalVolume{}, snapshots: map[string]string{},
+	}
+}
+
+func (f *fakeLister) addNode(name, available, pool string, bases ...thinlvmv1.GoldenBaseStatus) {
+	f.nodes[name] = &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: thinlvmv1.LVMNodeStatus{
+		DeviceClasses: []thinlvmv1.DeviceClassStatus{{Name: "ssd", Default: true, Available: resource.MustParse(available),
+			PoolSize: resource.MustParse(pool), OverprovisionRatio: "1"}},
+		GoldenBases: bases,
+		UpdateTime:  &metav1.Time{Time: time.Now()},
+	}}
+}
+
+func (f *fakeLister) addClaim(name, class, size string) {
+	f.pvcs["default/"+name] = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(class),
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
+}
+
+func podWith(uid string, claims ...string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: uid, UID: types.UID(uid)}}
+	for _, c := range claims {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: c, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
+	}
+	return p
+}
+
+func defaultArgs() *config.ThinLVMArgs {
+	return &config.ThinLVMArgs{CapacityStrategy: config.LeastAllocated, CapacityWeight: 1, LocalityWeight: 2,
+		ReservationTTL: metav1.Duration{Duration: time.Minute}}
+}
+
+func nodeInfo(name string) fwk.NodeInfo {
+	ni := framework.NewNodeInfo()
+	ni.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	return ni
+}
+
+// cycle runs PreFilter and Filter on every node and returns the state and
+// the status per node.
+func cycle(t *testing.T, p *Plugin, pod *corev1.Pod, nodes ...string) (fwk.CycleState, *fwk.PreFilterResult, map[string]*fwk.Status) {
+	t.Helper()
+	state := framework.NewCycleState()
+	res, st := p.PreFilter(context.Background(), state, pod, nil)
+	if !st.IsSuccess() {
+		return state, res, map[string]*fwk.Status{"prefilter": st}
+	}
+	out := map[string]*fwk.Status{}
+	for _, n := range nodes {
+		out[n] = p.Filter(context.Background(), state, pod, nodeInfo(n))
+	}
+	return state, res, out
+}
+
+func TestPreFilterSkipsPodsWithoutThinlvmClaims(t *testing.T) {
+	f := newFake()
+	f.addClaim("ebs", "other", "1Gi")
+	f.addClaim("immediate", "now", "1Gi")
+	f.addClaim("bound", "thin", "1Gi")
+	f.pvcs["default/bound"].Spec.VolumeName = "pv-1"
+	p := NewWithLister(defaultArgs(), f)
+	for _, pod := range []*corev1.Pod{podWith("none"), podWith("a", "ebs"), podWith("b", "immediate"), podWith("c", "bound"), podWith("d", "missing")} {
+		_, st := p.PreFilter(context.Background(), framework.NewCycleState(), pod, nil)
+		if st.Code() != fwk.Skip {
+			t.Errorf("pod %s: %v, want Skip", pod.Name, st)
+		}
+	}
+}
+
+func TestFilterByRoom(t *testing.T) {
+	f := newFake()
+	f.addNode("n1", "10Gi", "10Gi")
+	f.addNode("n2", "2Gi", "10Gi")
+	f.addClaim("data", "thin", "3Gi")
+	f.addClaim("logs", "thin", "2Gi")
+	p := NewWithLister(defaultArgs(), f)
+	_, _, st := cycle(t, p, podWith("p", "data", "logs"), "n1", "n2", "n-without-thinlvm")
+	if !st["n1"].IsSuccess() {
+		t.Errorf("n1 (10Gi free, 5Gi needed): %v", st["n1"])
+	}
+	if st["n2"].Code() != fwk.Unschedulable || !strings.Contains(st["n2"].Message(), "needs 5368709120") {
+		t.Errorf("n2 (2Gi free): %v", st["n2"])
+	}
+	if st["n-without-thinlvm"].Code() != fwk.UnschedulableAndUnresolvable {
+		t.Errorf("a node without LVMNode: %v", st["n-without-thinlvm"])
+	}
+}
+
+// A burst of 30 pods of 1Gi on 3 nodes with room for 10 each: each pod is
+// reserved where the scores say, before any LVMNode shows it. No node gets
+// more than its room, and the 31st pod fits nowhere.
+func TestReserveStopsOversubscription(t *testing.T) {
+	f := newFake()
+	nodes := []string{"n1", "n2", "n3"}
+	for _, n := range nodes {
+		f.addNode(n, "10Gi", "10Gi")
+	}
+	p := NewWithLister(defaultArgs(), f)
+	placed := map[string]int{}
+	for i := range 31 {
+		claim := fmt.Sprintf("c%d", i)
+		f.addClaim(claim, "thin", "1Gi")
+		pod := podWith(fmt.Sprintf("pod-%d", i), claim)
+		state, _, st := cycle(t, p, pod, nodes...)
+		best, bestScore := "", int64(-1)
+		for _, n := range nodes {
+			if !st[n].IsSuccess() {
+				continue
+			}
+			s, sst := p.Score(context.Background(), state, pod, nodeInfo(n))
+			if !sst.IsSuccess() {
+				t.Fatal(sst)
+			}
+			if s > bestScore {
+				best, bestScore = n, s
+			}
+		}
+		if i == 30 {
+			if best != "" {
+				t.Errorf("the 31st pod fits on %s: oversubscribed", best)
+			}
+			break
+		}
+		if best == "" {
+			t.Fatalf("pod %d fits nowhere; placed %v", i, placed)
+		}
+		if st := p.Reserve(context.Background(), state, pod, best); !st.IsSuccess() {
+			t.Fatal(st)
+		}
+		placed[best]++
+	}
+	for _, n := range nodes {
+		if placed[n] != 10 {
+			t.Errorf("placed %v: want 10 per node (spread, no oversubscription)", placed)
+			break
+		}
+	}
+	// Unreserve gives the room back.
+	p.Unreserve(context.Background(), nil, podWith("pod-0"), "")
+	f.addClaim("late", "thin", "1Gi")
+	_, _, st := cycle(t, p, podWith("late-pod", "late"), nodes...)
+	fits := 0
+	for _, n := range nodes {
+		if st[n].IsSuccess() {
+			fits++
+		}
+	}
+	if fits != 1 {
+		t.Errorf("after one Unreserve, %d nodes fit 1Gi, want 1", fits)
+	}
+}
+
+// A reservation ends when the LVMNode reports after the volume was made,
+// or when its TTL passes.
+func TestReservationSettles(t *testing.T) {
+	f := newFake()
+	f.addNode("n1", "10Gi", "10Gi")
+	f.addClaim("a", "thin", "6Gi")
+	args := defaultArgs()
+	p := NewWithLister(args, f)
+	state, _, _ := cycle(t, p, podWith("pa", "a"), "n1")
+	p.Reserve(context.Background(), state, podWith("pa", "a"), "n1")
+	f.addClaim("b", "thin", "6Gi")
+	if _, _, st := cycle(t, p, podWith("pb", "b"), "n1"); st["n1"].IsSuccess() {
+		t.Fatal("the reserved 6Gi were not held")
+	}
+	// The claim binds; the node's next report (after the PV) shows 4Gi.
+	f.pvcs["default/a"].Spec.VolumeName = "pv-a"
+	f.pvs["pv-a"] = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-a", CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Minute))}}
+	f.nodes["n1"].Status.DeviceClasses[0].Available = resource.MustParse("4Gi")
+	if _, _, st := cycle(t, p, podWith("pb", "b"), "n1"); st["n1"].IsSuccess() {
+		t.Error("6Gi fit into 4Gi")
+	}
+	if p.ledger.len() != 0 {
+		t.Error("a reservation the LVMNode shows was kept: it would count twice")
+	}
+	// TTL: a reservation whose claim never binds expires.
+	p.ledger.now = func() time.Time { return time.Now() }
+	f.nodes["n1"].Status.DeviceClasses[0].Available = resource.MustParse("10Gi")
+	p.Reserve(context.Background(), state, podWith("pa", "a"), "n1")
+	p.ledger.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+	if _, _, st := cycle(t, p, podWith("pb", "b"), "n1"); !st["n1"].IsSuccess() {
+		t.Errorf("an expired reservation still holds room: %v", st["n1"])
+	}
+}
+
+func TestCloneSourcePinsTheNode(t *testing.T) {
+	f := newFake()
+	f.addNode("n1", "10Gi", "10Gi")
+	f.addNode("n2", "10Gi", "10Gi")
+	f.addClaim("origin", "thin", "1Gi")
+	f.pvcs["default/origin"].Spec.VolumeName = "pv-origin"
+	f.pvs["pv-origin"] = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-origin"}, Spec: corev1.PersistentVolumeSpec{
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: thinlvmv1.DriverName, VolumeHandle: "pvc-origin"}}}}
+	f.lvs["pvc-origin"] = &thinlvmv1.LogicalVolume{Spec: thinlvmv1.LogicalVolumeSpec{NodeName: "n2"}}
+	f.addClaim("clone", "thin", "1Gi")
+	f.pvcs["default/clone"].Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "origin"}
+	f.addClaim("restore", "thin", "1Gi")
+	f.pvcs["default/restore"].Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "snap"}
+	f.snapshots["default/snap"] = "tl-snapshot-1"
+	f.lvs["tl-snapshot-1"] = &thinlvmv1.LogicalVolume{Spec: thinlvmv1.LogicalVolumeSpec{NodeName: "n2"}}
+	p := NewWithLister(defaultArgs(), f)
+	for _, claim := range []string{"clone", "restore"} {
+		_, res, st := cycle(t, p, podWith("p-"+claim, claim), "n1", "n2")
+		if res == nil || !res.NodeNames.Has("n2") || res.NodeNames.Len() != 1 {
+			t.Errorf("%s: PreFilterResult %v, want only n2", claim, res)
+		}
+		if st["n1"].Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st["n1"].Message(), "node n2") {
+			t.Errorf("%s on n1: %v, want a reason naming n2", claim, st["n1"])
+		}
+		if !st["n2"].IsSuccess() {
+			t.Errorf("%s on n2: %v", claim, st["n2"])
+		}
+	}
+}
+
+// With a golden base Ready on 2 of 5 nodes, VM disks score higher there;
+// a missing base counts against a node's room.
+func TestGoldenBaseLocality(t *testing.T) {
+	f := newFake()
+	ready := thinlvmv1.GoldenBaseStatus{Name: "ubuntu", State: thinlvmv1.GoldenBaseReady, Size: resource.MustParse("4Gi")}
+	populating := thinlvmv1.GoldenBaseStatus{Name: "ubuntu", State: thinlvmv1.GoldenBasePopulating, Size: resource.MustParse("4Gi")}
+	f.addNode("a", "20Gi", "20Gi", ready)
+	f.addNode("b", "20Gi", "20Gi", ready)
+	f.addNode("c", "20Gi", "20Gi", populating)
+	f.addNode("d", "20Gi", "20Gi")
+	f.addNode("tight", "5Gi", "20Gi")
+	f.addClaim("root", "golden", "2Gi")
+	p := NewWithLister(defaultArgs(), f)
+	pod := podWith("vm", "root")
+	state, _, st := cycle(t, p, pod, "a", "b", "c", "d", "tight")
+	if st["tight"].IsSuccess() {
+		t.Error("a node with 5Gi free fits a 2Gi disk plus the 4Gi base it lacks")
+	}
+	score := map[string]int64{}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		s, sst := p.Score(context.Background(), state, pod, nodeInfo(n))
+		if !sst.IsSuccess() {
+			t.Fatal(sst)
+		}
+		score[n] = s
+	}
+	if !(score["a"] == score["b"] && score["a"] > score["c"] && score["c"] > score["d"]) {
+		t.Errorf("scores %v: want Ready > Populating > missing", score)
+	}
+}
+
+func TestMostAllocatedPacks(t *testing.T) {
+	f := newFake()
+	f.addNode("empty", "10Gi", "10Gi")
+	f.addNode("half", "5Gi", "10Gi")
+	f.addClaim("d", "thin", "1Gi")
+	for _, tc := range []struct {
+		strategy config.CapacityStrategy
+		want     string
+	}{{config.LeastAllocated, "empty"}, {config.MostAllocated, "half"}} {
+		args := defaultArgs()
+		args.CapacityStrategy = tc.strategy
+		p := NewWithLister(args, f)
+		pod := podWith("p", "d")
+		state, _, _ := cycle(t, p, pod, "empty", "half")
+		se, _ := p.Score(context.Background(), state, pod, nodeInfo("empty"))
+		sh, _ := p.Score(context.Background(), state, pod, nodeInfo("half"))
+		if got := map[bool]string{true: "empty", false: "half"}[se > sh]; got != tc.want {
+			t.Errorf("%s prefers %s (scores %d/%d), want %s", tc.strategy, got, se, sh, tc.want)
+		}
+	}
+}
+
+func TestNewRejectsWrongArgs(t *testing.T) {
+	if _, err := New(context.Background(), &corev1.Pod{}, nil); err == nil || !strings.Contains(err.Error(), "*v1.Pod") {
+		t.Errorf("New with a Pod as args: %v", err)
+	}
+	bad := defaultArgs()
+	bad.CapacityStrategy = "Random"
+	if _, err := New(context.Background(), bad, nil); err == nil || !strings.Contains(err.Error(), "capacityStrategy") {
+		t.Errorf("New with invalid args: %v", err)
+	}
+}
