@@ -37,8 +37,8 @@ type Options struct {
 	Dir string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
-	// SchedulerConfig is extra KubeSchedulerConfiguration YAML after the
-	// clientConnection/leaderElection header; empty for the defaults.
+	// SchedulerConfig is the profiles part of the KubeSchedulerConfiguration
+	// of thinlvm-scheduler; empty for DefaultProfiles.
 	SchedulerConfig string
 }
 
@@ -93,7 +93,7 @@ func freePort() (int, error) {
 }
 
 // k8sBinaries are what the control plane runs from build.sh.
-var k8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
+var k8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kwok",
 	"csi-provisioner", "csi-resizer", "csi-snapshotter", "snapshot-controller"}
 
 // Build builds (cached) the Kubernetes binaries and thinlvm's, returning
@@ -115,7 +115,8 @@ func Build(ctx context.Context, log io.Writer) (k8sBin, bin string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/thinlvm-lvmd", "./cmd/thinlvm-node", "./cmd/thinlvm-controller", "./e2e/cluster/fakelvm")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/thinlvm-lvmd", "./cmd/thinlvm-node", "./cmd/thinlvm-controller",
+		"./cmd/thinlvm-scheduler", "./e2e/cluster/fakelvm")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("build thinlvm: %w\n%s", err, out)
@@ -205,10 +206,14 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 	schedCfg := filepath.Join(c.Dir, "scheduler.yaml")
-	if err := os.WriteFile(schedCfg, fmt.Appendf(nil, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: %q}\nleaderElection: {leaderElect: false}\n%s", c.Kubeconfig, o.SchedulerConfig), 0o644); err != nil {
+	profiles := o.SchedulerConfig
+	if profiles == "" {
+		profiles = DefaultProfiles
+	}
+	if err := os.WriteFile(schedCfg, fmt.Appendf(nil, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: %q}\nleaderElection: {leaderElect: false}\n%s", c.Kubeconfig, profiles), 0o644); err != nil {
 		return c, err
 	}
-	if err := c.Run("kube-scheduler", nil, filepath.Join(c.K8sBin, "kube-scheduler"), "--config="+schedCfg,
+	if err := c.Run("thinlvm-scheduler", nil, filepath.Join(c.Bin, "thinlvm-scheduler"), "--config="+schedCfg,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort), "--authentication-kubeconfig="+c.Kubeconfig,
 		"--authorization-kubeconfig="+c.Kubeconfig); err != nil {
 		return c, err
@@ -232,6 +237,25 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	fmt.Fprintf(logw, "cluster: control plane ready after %.1fs (dir %s)\n", time.Since(t0).Seconds(), c.Dir)
 	return c, nil
 }
+
+// DefaultProfiles is the scheduler profile of the local cluster: the one of
+// deploy/scheduler, as the default scheduler, so that every test pod meets
+// the ThinLVM plugin.
+const DefaultProfiles = `profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: ThinLVM
+        weight: 3
+  pluginConfig:
+  - name: ThinLVM
+    args:
+      capacityStrategy: LeastAllocated
+      capacityWeight: 1
+      localityWeight: 2
+      reservationTTL: 5m
+`
 
 // kwokStages writes the kwok module's "fast" node and pod stages.
 func (c *Cluster) kwokStages() (string, error) {

@@ -108,7 +108,7 @@ func run(m *testing.M) int {
 	}
 	code := m.Run()
 	if code != 0 {
-		for _, p := range []string{"thinlvm-controller", "csi-provisioner", "node-node-a", "node-" + vmNode, "kube-scheduler"} {
+		for _, p := range []string{"thinlvm-controller", "csi-provisioner", "node-node-a", "node-" + vmNode, "thinlvm-scheduler"} {
 			fmt.Fprintf(os.Stderr, "--- %s log (tail) ---\n%s\n", p, k.Log(p))
 		}
 	}
@@ -305,12 +305,12 @@ func TestSnapshotAndRestoreOnTheVMNode(t *testing.T) {
 		c.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "origin-snap"}
 		return c
 	}
-	// The stock scheduler does not know that a restore must land on its
-	// source's node (the thinlvm scheduler plugin does): a pod pinned
-	// elsewhere gets a claim that fails, and says which node holds the
-	// source; a pod on that node gets its volume.
+	// A scheduler that knew nothing of the source (here: the selected-node
+	// annotation it would write) gets the claim refused, and the message
+	// says which node holds the source.
 	misplaced := restore("misplaced")
-	create(t, misplaced, pod("misplaced-pod", false, onNode("node-a"), "misplaced"))
+	misplaced.Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-a"}
+	create(t, misplaced)
 	waitFor(t, "the misplaced restore to be refused", 2*time.Minute, func() (bool, error) {
 		events := &corev1.EventList{}
 		if err := k.Client.List(ctx, events, client.InNamespace("default")); err != nil {
@@ -324,9 +324,11 @@ func TestSnapshotAndRestoreOnTheVMNode(t *testing.T) {
 		}
 		return false, nil
 	})
-	deleteAll(t, pod("misplaced-pod", false, nil), misplaced)
+	deleteAll(t, misplaced)
+	// The ThinLVM scheduler plugin places the restore's pod on the source's
+	// node by itself.
 	restored := restore("restored")
-	create(t, restored, pod("restored-pod", false, onNode(vmNode), "restored"))
+	create(t, restored, pod("restored-pod", false, nil, "restored"))
 	p := running(t, "restored-pod")
 	_, rpv := bound(t, "restored")
 	if pvNode(rpv) != vmNode || p.Spec.NodeName != vmNode {

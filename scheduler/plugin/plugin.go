@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -249,12 +251,15 @@ func (p *Plugin) free(node string, dc *thinlvmv1.DeviceClassStatus, ln *thinlvmv
 	return dc.Available.Value() - p.ledger.reserved(node, dc.Name, func(r reservation) bool { return p.settled(r, ln) })
 }
 
-// settled tells whether a reservation shows in the LVMNode: every claim is
-// bound and its volume is older than the node's last report.
+// settleAfter is how long after its LV is made a reservation still counts:
+// the node agent publishes a change within seconds (its interval is 2s by
+// default), after which the LVMNode's room already excludes the volume.
+const settleAfter = 5 * time.Second
+
+// settled tells whether a reservation shows in the LVMNode: the LV of every
+// claim is made (its LogicalVolume Ready) and the node has reported since,
+// or long enough ago that it must have.
 func (p *Plugin) settled(r reservation, ln *thinlvmv1.LVMNode) bool {
-	if ln.Status.UpdateTime == nil {
-		return false
-	}
 	for _, c := range r.claims {
 		ns, name, _ := strings.Cut(c, "/")
 		pvc, err := p.lister.PVC(ns, name)
@@ -262,7 +267,19 @@ func (p *Plugin) settled(r reservation, ln *thinlvmv1.LVMNode) bool {
 			return false
 		}
 		pv, err := p.lister.PV(pvc.Spec.VolumeName)
-		if err != nil || !pv.CreationTimestamp.Time.Before(ln.Status.UpdateTime.Time.Add(-time.Second)) {
+		if err != nil || pv.Spec.CSI == nil {
+			return false
+		}
+		lv, err := p.lister.LogicalVolume(pv.Spec.CSI.VolumeHandle)
+		if err != nil {
+			return false
+		}
+		ready := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionReady)
+		if ready == nil || ready.Status != metav1.ConditionTrue {
+			return false
+		}
+		reported := ln.Status.UpdateTime != nil && ln.Status.UpdateTime.Unix() > ready.LastTransitionTime.Unix()
+		if !reported && p.ledger.now().Sub(ready.LastTransitionTime.Time) < settleAfter {
 			return false
 		}
 	}
@@ -438,13 +455,13 @@ func (p *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.P
 	return nil
 }
 
-// EventsToRegister requeues pods this plugin rejected when an LVMNode or a
-// GoldenImage changes (room freed, a base became Ready), or a claim is
-// added or updated.
+// EventsToRegister requeues pods this plugin rejected when an LVMNode
+// changes (room freed, a golden base became Ready: bases are reported in
+// LVMNodes) or a claim is added or updated. The GoldenImage resource does
+// not exist yet; its events join when it does.
 func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("lvmnodes.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
-		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("goldenimages.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
 		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolumeClaim, ActionType: fwk.Add | fwk.Update}},
 	}, nil
 }

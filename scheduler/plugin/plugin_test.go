@@ -246,9 +246,20 @@ func TestReservationSettles(t *testing.T) {
 	if _, _, st := cycle(t, p, podWith("pb", "b"), "n1"); st["n1"].IsSuccess() {
 		t.Fatal("the reserved 6Gi were not held")
 	}
-	// The claim binds; the node's next report (after the PV) shows 4Gi.
+	// The claim binds to a Ready LV; until the node reports after it, the
+	// reservation holds.
 	f.pvcs["default/a"].Spec.VolumeName = "pv-a"
-	f.pvs["pv-a"] = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-a", CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Minute))}}
+	f.pvs["pv-a"] = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-a"}, Spec: corev1.PersistentVolumeSpec{
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: thinlvmv1.DriverName, VolumeHandle: "pvc-a"}}}}
+	readyAt := metav1.NewTime(time.Now().Add(-time.Second))
+	f.lvs["pvc-a"] = &thinlvmv1.LogicalVolume{Status: thinlvmv1.LogicalVolumeStatus{Conditions: []metav1.Condition{
+		{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionTrue, LastTransitionTime: readyAt}}}}
+	f.nodes["n1"].Status.UpdateTime = &metav1.Time{Time: readyAt.Add(-time.Minute)}
+	if _, _, st := cycle(t, p, podWith("pb", "b"), "n1"); st["n1"].IsSuccess() || p.ledger.len() != 1 {
+		t.Fatal("a reservation was dropped before the node reported the volume")
+	}
+	// The node's next report shows 4Gi.
+	f.nodes["n1"].Status.UpdateTime = &metav1.Time{Time: readyAt.Add(2 * time.Second)}
 	f.nodes["n1"].Status.DeviceClasses[0].Available = resource.MustParse("4Gi")
 	if _, _, st := cycle(t, p, podWith("pb", "b"), "n1"); st["n1"].IsSuccess() {
 		t.Error("6Gi fit into 4Gi")
@@ -357,5 +368,19 @@ func TestNewRejectsWrongArgs(t *testing.T) {
 	bad.CapacityStrategy = "Random"
 	if _, err := New(context.Background(), bad, nil); err == nil || !strings.Contains(err.Error(), "capacityStrategy") {
 		t.Errorf("New with invalid args: %v", err)
+	}
+}
+
+func TestEventsToRegister(t *testing.T) {
+	events, err := NewWithLister(defaultArgs(), newFake()).EventsToRegister(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range events {
+		got = append(got, string(e.Event.Resource))
+	}
+	if !strings.Contains(strings.Join(got, ","), "lvmnodes.v1alpha1.thinlvm.io") {
+		t.Errorf("events %v: want LVMNode changes to requeue", got)
 	}
 }

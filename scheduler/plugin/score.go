@@ -33,9 +33,9 @@ const (
 
 // localityScore rates a node for one golden base in the spirit of the
 // in-tree ImageLocality plugin: full marks where the base is Ready, half
-// where it is being populated, nothing where it is missing; damped by the
-// share of nodes that hold it, so that a base held by few nodes does not
-// pull every VM onto them.
+// where it is being populated, nothing where it is missing; scaled by how
+// widely the base is spread (from half, held by one node, to full, held by
+// all), so that a base held by few nodes does not pull every VM onto them.
 func localityScore(state baseState, holders, nodes int) int64 {
 	if nodes <= 0 || state == baseMissing {
 		return 0
@@ -44,8 +44,8 @@ func localityScore(state baseState, holders, nodes int) int64 {
 	if state == basePopulating {
 		s /= 2
 	}
-	// spread ratio in [1/nodes, 1]
-	return s * int64(holders) / int64(nodes)
+	holders = min(max(holders, 1), nodes)
+	return s/2 + s*int64(holders)/int64(2*nodes)
 }
 
 // combine weighs the two parts into one score in [0, 100].

@@ -40,8 +40,9 @@ func TestLocalityScore(t *testing.T) {
 		want           int64
 	}{
 		{"ready everywhere", baseReady, 5, 5, 100},
-		{"ready on 2 of 5: damped", baseReady, 2, 5, 40},
-		{"populating on 2 of 5", basePopulating, 2, 5, 20},
+		{"ready on 2 of 5: damped", baseReady, 2, 5, 70},
+		{"ready on 1 of 10", baseReady, 1, 10, 55},
+		{"populating on 2 of 5", basePopulating, 2, 5, 35},
 		{"missing", baseMissing, 2, 5, 0},
 		{"no nodes", baseReady, 0, 0, 0},
 	}

@@ -1,0 +1,138 @@
+package cluster_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/e2e/cluster"
+)
+
+func labelled(key string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}}}}}}}
+}
+
+func addNodes(t *testing.T, prefix, label string, n int, size uint64) []string {
+	t.Helper()
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		names = append(names, name)
+		if err := k.AddNode(ctx, cluster.Node{Name: name, VGSize: size, Labels: map[string]string{label: "true"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range names {
+		if err := k.WaitLVMNode(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.WaitCapacity(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return names
+}
+
+// placement returns where each of the pods runs (waiting for all).
+func placement(t *testing.T, pods []string) map[string]int {
+	t.Helper()
+	per := map[string]int{}
+	for _, p := range pods {
+		per[running(t, p).Spec.NodeName]++
+	}
+	return per
+}
+
+// A burst of 30 pods on 3 nodes with room for 10 volumes each: the
+// scheduler's reservations, not luck, keep every node within its room, so
+// no node ever refuses a volume.
+func TestSchedulerBurstNeverOversubscribes(t *testing.T) {
+	nodes := addNodes(t, "burst", "burst", 3, 10<<30)
+	var pods []string
+	for i := range 30 {
+		name := fmt.Sprintf("burst-%02d", i)
+		pods = append(pods, name)
+		create(t, pvc(name, storageClass, "1Gi", false), pod(name, false, labelled("burst"), name))
+	}
+	per := placement(t, pods)
+	for _, n := range nodes {
+		if per[n] != 10 {
+			t.Errorf("placement %v: want 10 pods on each node", per)
+			break
+		}
+	}
+	// A 31st pod has no room anywhere: it waits, its claim unprovisioned.
+	create(t, pvc("burst-extra", storageClass, "1Gi", false), pod("burst-extra", false, labelled("burst"), "burst-extra"))
+	time.Sleep(5 * time.Second)
+	extra := &corev1.Pod{}
+	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "burst-extra"}, extra); err != nil {
+		t.Fatal(err)
+	}
+	if extra.Spec.NodeName != "" {
+		t.Errorf("the 31st pod was placed on %s", extra.Spec.NodeName)
+	}
+	events := &corev1.EventList{}
+	if err := k.Client.List(ctx, events, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if strings.HasPrefix(e.InvolvedObject.Name, "burst") && e.Reason == "ProvisioningFailed" && strings.Contains(e.Message, "ResourceExhausted") {
+			t.Errorf("a node refused a volume: it was oversubscribed: %s", e.Message)
+		}
+	}
+	var objs []client.Object
+	for _, p := range append(pods, "burst-extra") {
+		objs = append(objs, pod(p, false, nil), pvc(p, "", "1Gi", false))
+	}
+	deleteAll(t, objs...)
+}
+
+// With a golden base Ready on 2 of 5 nodes, VM disks made from it go to
+// those nodes first, spread between them.
+func TestSchedulerGoldenBaseLocality(t *testing.T) {
+	nodes := addNodes(t, "gold", "gold", 5, 0)
+	for _, n := range nodes[:2] {
+		ln := &thinlvmv1.LVMNode{}
+		if err := k.Client.Get(ctx, types.NamespacedName{Name: n}, ln); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(ln.DeepCopy())
+		ln.Status.GoldenBases = []thinlvmv1.GoldenBaseStatus{{Name: "ubuntu", LV: "base-ubuntu", State: thinlvmv1.GoldenBaseReady, Size: resource.MustParse("2Gi")}}
+		if err := k.Client.Status().Patch(ctx, ln, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "thinlvm-golden"}, Provisioner: thinlvmv1.DriverName,
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), Parameters: map[string]string{"thinlvm.io/golden-image": "ubuntu"}}
+	if err := cluster.IgnoreAlreadyExists(k.Client.Create(ctx, sc)); err != nil {
+		t.Fatal(err)
+	}
+	var pods []string
+	for i := range 4 {
+		name := fmt.Sprintf("vm-disk-%d", i)
+		pods = append(pods, name)
+		create(t, pvc(name, "thinlvm-golden", "10Gi", true), pod(name, true, labelled("gold"), name))
+		running(t, name) // one VM at a time, as a user starts them
+	}
+	per := placement(t, pods)
+	if per[nodes[0]] != 2 || per[nodes[1]] != 2 {
+		t.Errorf("placement %v: want 2 VM disks on each of %s and %s (the base's nodes)", per, nodes[0], nodes[1])
+	}
+	var objs []client.Object
+	for _, p := range pods {
+		objs = append(objs, pod(p, true, nil), pvc(p, "", "1Gi", true))
+	}
+	deleteAll(t, objs...)
+}
