@@ -119,6 +119,11 @@ func TestSchedulerGoldenBaseLocality(t *testing.T) {
 	if err := cluster.IgnoreAlreadyExists(k.Client.Create(ctx, sc)); err != nil {
 		t.Fatal(err)
 	}
+	for _, n := range nodes {
+		if err := k.WaitCapacityFor(ctx, n, sc.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var pods []string
 	for i := range 4 {
 		name := fmt.Sprintf("vm-disk-%d", i)

@@ -200,13 +200,19 @@ func (c *Cluster) FillFakePool(node string) error {
 // WaitCapacity waits until the provisioner published a CSIStorageCapacity
 // for the node (the scheduler treats a node without one as full).
 func (c *Cluster) WaitCapacity(ctx context.Context, node string) error {
+	return c.WaitCapacityFor(ctx, node, "")
+}
+
+// WaitCapacityFor is WaitCapacity for one StorageClass ("" for any).
+func (c *Cluster) WaitCapacityFor(ctx context.Context, node, storageClass string) error {
 	return c.WaitFor(ctx, "CSIStorageCapacity of "+node, 2*time.Minute, func() (bool, error) {
 		list := &storagev1.CSIStorageCapacityList{}
 		if err := c.Client.List(ctx, list); err != nil {
 			return false, err
 		}
 		for _, sc := range list.Items {
-			if sc.NodeTopology != nil && sc.NodeTopology.MatchLabels[thinlvmv1.TopologyKey] == node && sc.Capacity != nil && !sc.Capacity.IsZero() {
+			if sc.NodeTopology != nil && sc.NodeTopology.MatchLabels[thinlvmv1.TopologyKey] == node && sc.Capacity != nil && !sc.Capacity.IsZero() &&
+				(storageClass == "" || sc.StorageClassName == storageClass) {
 				return true, nil
 			}
 		}
