@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
@@ -45,6 +47,12 @@ type Plugin struct {
 	args   *config.ThinLVMArgs
 	lister Lister
 	ledger *ledger
+
+	// held are pods turned away only by reservations in flight: no cluster
+	// event marks the moment those settle, so they are moved back to the
+	// active queue every second (activate) instead of waiting for one.
+	heldMu sync.Mutex
+	held   map[string]*corev1.Pod
 }
 
 var (
@@ -97,12 +105,40 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			return nil, fmt.Errorf("%s: cache of %s did not sync", Name, gvr.Resource)
 		}
 	}
-	return NewWithLister(args, l), nil
+	p := NewWithLister(args, l)
+	go p.reactivate(ctx, func(pods map[string]*corev1.Pod) { h.Activate(klog.FromContext(ctx), pods) }, time.Second)
+	return p, nil
 }
 
 // NewWithLister makes the plugin over a lister (tests use a fake).
 func NewWithLister(args *config.ThinLVMArgs, l Lister) *Plugin {
-	return &Plugin{args: args, lister: l, ledger: newLedger(args.ReservationTTL.Duration)}
+	return &Plugin{args: args, lister: l, ledger: newLedger(args.ReservationTTL.Duration), held: map[string]*corev1.Pod{}}
+}
+
+// reactivate moves the held pods back to the active queue every period.
+func (p *Plugin) reactivate(ctx context.Context, activate func(map[string]*corev1.Pod), period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.heldMu.Lock()
+		pods := p.held
+		p.held = map[string]*corev1.Pod{}
+		p.heldMu.Unlock()
+		if len(pods) > 0 {
+			activate(pods)
+		}
+	}
+}
+
+func (p *Plugin) hold(pod *corev1.Pod) {
+	p.heldMu.Lock()
+	defer p.heldMu.Unlock()
+	p.held[pod.Namespace+"/"+pod.Name] = pod
 }
 
 // Name implements fwk.Plugin.
@@ -288,7 +324,7 @@ func (p *Plugin) settled(r reservation, ln *thinlvmv1.LVMNode) bool {
 
 // Filter drops nodes without thinlvm, without the device class, or without
 // room for the pod's volumes plus the golden bases they lack.
-func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	d, st := demandFrom(state)
 	if st != nil {
 		return st
@@ -308,6 +344,9 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, 
 		}
 		need += d.missingBases(ln)
 		if free := p.free(node, dc, ln); need > free {
+			if need <= dc.Available.Value() {
+				p.hold(pod) // only reservations in flight stand in the way
+			}
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("thinlvm device class %q has %d bytes free, the pod needs %d", dc.Name, max(free, 0), need))
 		}
 	}

@@ -384,3 +384,38 @@ func TestEventsToRegister(t *testing.T) {
 		t.Errorf("events %v: want LVMNode changes to requeue", got)
 	}
 }
+
+// A pod turned away only by reservations in flight is moved back to the
+// active queue, since no event marks the moment they settle.
+func TestHeldPodsAreReactivated(t *testing.T) {
+	f := newFake()
+	f.addNode("n1", "10Gi", "10Gi")
+	f.addClaim("a", "thin", "6Gi")
+	f.addClaim("b", "thin", "6Gi")
+	p := NewWithLister(defaultArgs(), f)
+	state, _, _ := cycle(t, p, podWith("pa", "a"), "n1")
+	p.Reserve(context.Background(), state, podWith("pa", "a"), "n1")
+	if _, _, st := cycle(t, p, podWith("pb", "b"), "n1"); st["n1"].IsSuccess() {
+		t.Fatal("pb fit")
+	}
+	got := make(chan map[string]*corev1.Pod, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.reactivate(ctx, func(pods map[string]*corev1.Pod) { got <- pods }, 10*time.Millisecond)
+	select {
+	case pods := <-got:
+		if _, ok := pods["default/pb"]; !ok || len(pods) != 1 {
+			t.Errorf("activated %v, want default/pb", pods)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held pod was not activated")
+	}
+	// A pod that does not fit the reported room at all is not held.
+	f.addClaim("huge", "thin", "20Gi")
+	cycle(t, p, podWith("ph", "huge"), "n1")
+	p.heldMu.Lock()
+	defer p.heldMu.Unlock()
+	if _, ok := p.held["default/ph"]; ok {
+		t.Error("a pod that can never fit was held for reactivation")
+	}
+}
