@@ -26,6 +26,7 @@ import (
 
 var (
 	k   *cluster.Cluster
+	vm  *lvmvm.VM
 	ctx = context.Background()
 )
 
@@ -59,7 +60,7 @@ func run(m *testing.M) int {
 	if err := k.StartThinlvm(start); err != nil {
 		return fail("start thinlvm", err)
 	}
-	vm, err := lvmvm.Start(start, lvmvm.Options{Disks: []string{"16G"}, Log: os.Stderr})
+	vm, err = lvmvm.Start(start, lvmvm.Options{Disks: []string{"16G"}, Log: os.Stderr})
 	if err != nil {
 		return fail("boot the VM", err)
 	}
@@ -338,7 +339,24 @@ func TestSnapshotAndRestoreOnTheVMNode(t *testing.T) {
 	if lv.Spec.Source == nil || lv.Spec.Source.Kind != thinlvmv1.SourceSnapshot || lv.Status.CurrentSize.Cmp(resource.MustParse("2Gi")) != 0 {
 		t.Errorf("restored LogicalVolume %+v / %+v", lv.Spec, lv.Status)
 	}
+	// They are real LVs in the VM, and go with their claims.
+	lvsInVM := func() string {
+		out, err := vm.Run(ctx, "lvm", "lvs", "--noheadings", "-o", "lv_name", "vg0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, id := range []string{pv.Spec.CSI.VolumeHandle, rpv.Spec.CSI.VolumeHandle} {
+		if !strings.Contains(lvsInVM(), id) {
+			t.Errorf("LV %s is not in the VM", id)
+		}
+	}
 	deleteAll(t, pod("restored-pod", false, nil), pod("origin-pod", false, nil), restored, snap, pvc("origin", "", "1Gi", false))
+	waitFor(t, "the LVs to leave the VM", time.Minute, func() (bool, error) {
+		out := lvsInVM()
+		return !strings.Contains(out, pv.Spec.CSI.VolumeHandle) && !strings.Contains(out, rpv.Spec.CSI.VolumeHandle), nil
+	})
 }
 
 // Deleting a Node deletes the claims bound to its volumes and its
