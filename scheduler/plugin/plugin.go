@@ -151,8 +151,11 @@ type demand struct {
 	bytes map[string]int64
 	// images are the golden images the volumes are made from.
 	images []string
-	// baseSizes are the images' base sizes where some node holds them.
+	// baseSizes are the images' base sizes where some node holds them;
+	// holders count those nodes, nodes all nodes with an LVMNode.
 	baseSizes map[string]int64
+	holders   map[string]int
+	nodes     int
 	// sourceNode holds a clone's or restore's source: only it can serve.
 	sourceNode string
 	claims     []string
@@ -182,7 +185,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error) {
-	d := &demand{bytes: map[string]int64{}, baseSizes: map[string]int64{}}
+	d := &demand{bytes: map[string]int64{}, baseSizes: map[string]int64{}, holders: map[string]int{}}
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim == nil {
 			continue
@@ -232,7 +235,13 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 		if err != nil {
 			return nil, err
 		}
+		d.nodes = len(nodes)
 		for _, n := range nodes {
+			for _, img := range d.images {
+				if stateOf(n, img) != baseMissing {
+					d.holders[img]++
+				}
+			}
 			for _, b := range n.Status.GoldenBases {
 				if contains(d.images, b.Name) && b.Size.Value() > d.baseSizes[b.Name] {
 					d.baseSizes[b.Name] = b.Size.Value()
@@ -451,20 +460,10 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, n
 		capScore = capSum / weightSum
 	}
 	var locScore int64
+	for _, img := range d.images {
+		locScore += localityScore(stateOf(ln, img), d.holders[img], d.nodes)
+	}
 	if len(d.images) > 0 {
-		nodes, err := p.lister.LVMNodes()
-		if err != nil {
-			return 0, fwk.AsStatus(err)
-		}
-		for _, img := range d.images {
-			holders := 0
-			for _, n := range nodes {
-				if stateOf(n, img) != baseMissing {
-					holders++
-				}
-			}
-			locScore += localityScore(stateOf(ln, img), holders, len(nodes))
-		}
 		locScore /= int64(len(d.images))
 	}
 	return combine(capScore, locScore, p.args.CapacityWeight, p.args.LocalityWeight), nil
