@@ -55,3 +55,17 @@ func Start() (*Env, error) {
 
 // Stop stops the API server and etcd.
 func (e *Env) Stop() error { return e.env.Stop() }
+
+// WriteKubeconfig writes a kubeconfig of a cluster-admin user, for
+// processes started beside the test (a scheduler).
+func (e *Env) WriteKubeconfig(path string) error {
+	u, err := e.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	data, err := u.KubeConfig()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}

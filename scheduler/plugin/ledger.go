@@ -17,53 +17,78 @@ type reservation struct {
 
 // ledger holds the bytes reserved for pods that the LVMNode status does
 // not show yet, so that a burst of pods cannot all fit into the same room.
+// It is indexed by node: Filter asks it for every node of every cycle.
 type ledger struct {
-	mu   sync.Mutex
-	pods map[types.UID]reservation
-	ttl  time.Duration
-	now  func() time.Time
+	mu     sync.RWMutex
+	byNode map[string]map[types.UID]reservation
+	nodeOf map[types.UID]string
+	ttl    time.Duration
+	now    func() time.Time
 }
 
 func newLedger(ttl time.Duration) *ledger {
-	return &ledger{pods: map[types.UID]reservation{}, ttl: ttl, now: time.Now}
+	return &ledger{byNode: map[string]map[types.UID]reservation{}, nodeOf: map[types.UID]string{}, ttl: ttl, now: time.Now}
 }
 
 func (l *ledger) reserve(pod types.UID, r reservation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.dropLocked(pod)
 	r.at = l.now()
-	l.pods[pod] = r
+	if l.byNode[r.node] == nil {
+		l.byNode[r.node] = map[types.UID]reservation{}
+	}
+	l.byNode[r.node][pod] = r
+	l.nodeOf[pod] = r.node
 }
 
 func (l *ledger) release(pod types.UID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.pods, pod)
+	l.dropLocked(pod)
+}
+
+func (l *ledger) dropLocked(pod types.UID) {
+	node, ok := l.nodeOf[pod]
+	if !ok {
+		return
+	}
+	delete(l.nodeOf, pod)
+	delete(l.byNode[node], pod)
+	if len(l.byNode[node]) == 0 {
+		delete(l.byNode, node)
+	}
 }
 
 // reserved sums what is held on node for class. settled tells whether a
 // reservation is now part of the node's reported capacity; settled and
-// expired reservations are dropped.
+// expired reservations are dropped. The common case, nothing to drop, takes
+// only the read lock: Filter workers ask in parallel.
 func (l *ledger) reserved(node, class string, settled func(reservation) bool) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
 	var sum int64
+	var drop []types.UID
 	now := l.now()
-	for uid, r := range l.pods {
-		if r.node != node {
-			continue
-		}
+	for uid, r := range l.byNode[node] {
 		if now.Sub(r.at) > l.ttl || settled(r) {
-			delete(l.pods, uid)
+			drop = append(drop, uid)
 			continue
 		}
 		sum += r.bytes[class]
+	}
+	l.mu.RUnlock()
+	if len(drop) > 0 {
+		l.mu.Lock()
+		for _, uid := range drop {
+			l.dropLocked(uid)
+		}
+		l.mu.Unlock()
 	}
 	return sum
 }
 
 func (l *ledger) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.pods)
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.nodeOf)
 }

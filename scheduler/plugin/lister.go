@@ -39,6 +39,20 @@ func (l *clusterLister) StorageClass(name string) (*storagev1.StorageClass, erro
 	return l.scs.Get(name)
 }
 
+// typed converts an informer's unstructured object to *T (a transform);
+// deletion tombstones pass through.
+func typed[T any](obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func fromIndexer[T any](idx cache.Indexer, resource, name string) (*T, error) {
 	obj, ok, err := idx.GetByKey(name)
 	if err != nil {
@@ -47,13 +61,9 @@ func fromIndexer[T any](idx cache.Indexer, resource, name string) (*T, error) {
 	if !ok {
 		return nil, apierrors.NewNotFound(thinlvmv1.GroupVersion.WithResource(resource).GroupResource(), name)
 	}
-	u, ok := obj.(*unstructured.Unstructured)
+	out, ok := obj.(*T)
 	if !ok {
 		return nil, fmt.Errorf("%s %s: unexpected %T", resource, name, obj)
-	}
-	out := new(T)
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", resource, name, err)
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -97,8 +98,17 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		dyn:  dyn,
 	}
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
-	l.lvmNodes = factory.ForResource(lvmNodesGVR).Informer().GetIndexer()
-	l.lvs = factory.ForResource(logicalVolumesGVR).Informer().GetIndexer()
+	// Objects are converted to their types once, as they arrive: Filter and
+	// Score read them for every node of every cycle.
+	lvmNodes := factory.ForResource(lvmNodesGVR).Informer()
+	if err := lvmNodes.SetTransform(typed[thinlvmv1.LVMNode]); err != nil {
+		return nil, err
+	}
+	lvs := factory.ForResource(logicalVolumesGVR).Informer()
+	if err := lvs.SetTransform(typed[thinlvmv1.LogicalVolume]); err != nil {
+		return nil, err
+	}
+	l.lvmNodes, l.lvs = lvmNodes.GetIndexer(), lvs.GetIndexer()
 	factory.Start(ctx.Done())
 	for gvr, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
@@ -470,8 +480,8 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, n
 }
 
 func ratio(s string) float64 {
-	var r float64
-	if _, err := fmt.Sscanf(s, "%g", &r); err != nil || r < 1 {
+	r, err := strconv.ParseFloat(s, 64)
+	if err != nil || r < 1 {
 		return 1
 	}
 	return r
