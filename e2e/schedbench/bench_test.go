@@ -114,7 +114,7 @@ func BenchmarkSchedulingThroughput(b *testing.B) {
 			return c.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{
 				Containers:  []corev1.Container{{Name: "c", Image: "pause"}},
 				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-				Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}}}})
+				Volumes:     []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}}}})
 		})
 		cfg := filepath.Join(dir, profile.name+".yaml")
 		if err := os.WriteFile(cfg, fmt.Appendf(nil, header+profile.yaml, kubeconfig), 0o644); err != nil {
