@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,7 @@ var (
 	_ fwk.ReservePlugin     = (*Plugin)(nil)
 	_ fwk.ScorePlugin       = (*Plugin)(nil)
 	_ fwk.EnqueueExtensions = (*Plugin)(nil)
+	_ fwk.SignPlugin        = (*Plugin)(nil)
 )
 
 // Lister is what the plugin reads of the cluster; tests give a fake.
@@ -189,6 +191,24 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		return &fwk.PreFilterResult{NodeNames: sets.New(d.sourceNode)}, nil
 	}
 	return nil, nil
+}
+
+// SignPod lets kube-scheduler batch pods with the same thinlvm demand: it
+// reuses one pod's node ranking for the next. That is sound here because
+// placing a pod changes this plugin's verdict only for the chosen node
+// (its ledger), and the batch re-checks that node.
+func (p *Plugin) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	d, err := p.demandOf(ctx, pod)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	images := append([]string(nil), d.images...)
+	slices.Sort(images)
+	return []fwk.SignFragment{{Key: "thinlvm.io/demand()", Value: struct {
+		Bytes  map[string]int64
+		Images []string
+		Source string
+	}{d.bytes, images, d.sourceNode}}}, nil
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin.
