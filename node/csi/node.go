@@ -115,26 +115,44 @@ func checkCapability(c *csi.VolumeCapability) error {
 	return nil
 }
 
+// requireIDs checks the two fields every volume request names.
+func requireIDs(id, path, pathField string) error {
+	switch {
+	case id == "":
+		return status.Error(codes.InvalidArgument, "volume_id is required")
+	case path == "":
+		return status.Errorf(codes.InvalidArgument, "%s is required", pathField)
+	}
+	return nil
+}
+
+// lock takes the volume's try-lock: a second operation on a busy volume is
+// Aborted at once. The returned func releases it.
+func (s *NodeServer) lock(id string) (unlock func(), err error) {
+	if !s.locks.tryLock(id) {
+		return nil, status.Errorf(codes.Aborted, "an operation on volume %s is in progress", id)
+	}
+	return func() { s.locks.unlock(id) }, nil
+}
+
 // NodePublishVolume implements csi.NodeServer. Filesystem volumes are
 // formatted on first use and mounted at the target; a filesystem smaller
 // than its LV (a clone made larger than its source) is grown. Block volumes
 // are the LV's device bind-mounted onto the target file.
 func (s *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	id, target := req.GetVolumeId(), req.GetTargetPath()
-	switch {
-	case id == "":
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	case target == "":
-		return nil, status.Error(codes.InvalidArgument, "target_path is required")
+	if err := requireIDs(id, target, "target_path"); err != nil {
+		return nil, err
 	}
 	capability := req.GetVolumeCapability()
 	if err := checkCapability(capability); err != nil {
 		return nil, err
 	}
-	if !s.locks.tryLock(id) {
-		return nil, status.Errorf(codes.Aborted, "an operation on volume %s is in progress", id)
+	unlock, err := s.lock(id)
+	if err != nil {
+		return nil, err
 	}
-	defer s.locks.unlock(id)
+	defer unlock()
 	lv, err := s.findLV(ctx, id)
 	if err != nil {
 		return nil, err
@@ -229,16 +247,14 @@ func (s *NodeServer) publishMount(lv *pb.LogicalVolume, target string, m *csi.Vo
 // NodeUnpublishVolume implements csi.NodeServer. An absent target is done.
 func (s *NodeServer) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	id, target := req.GetVolumeId(), req.GetTargetPath()
-	switch {
-	case id == "":
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	case target == "":
-		return nil, status.Error(codes.InvalidArgument, "target_path is required")
+	if err := requireIDs(id, target, "target_path"); err != nil {
+		return nil, err
 	}
-	if !s.locks.tryLock(id) {
-		return nil, status.Errorf(codes.Aborted, "an operation on volume %s is in progress", id)
+	unlock, err := s.lock(id)
+	if err != nil {
+		return nil, err
 	}
-	defer s.locks.unlock(id)
+	defer unlock()
 	if err := mountutils.CleanupMountPoint(target, s.mounter, true); err != nil {
 		return nil, status.Errorf(codes.Internal, "unmount %s: %v", target, err)
 	}
@@ -286,16 +302,14 @@ func isBlock(path string) (bool, error) {
 // filesystem to its LV's size, online. Block volumes need nothing.
 func (s *NodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
 	id, path := req.GetVolumeId(), req.GetVolumePath()
-	switch {
-	case id == "":
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	case path == "":
-		return nil, status.Error(codes.InvalidArgument, "volume_path is required")
+	if err := requireIDs(id, path, "volume_path"); err != nil {
+		return nil, err
 	}
-	if !s.locks.tryLock(id) {
-		return nil, status.Errorf(codes.Aborted, "an operation on volume %s is in progress", id)
+	unlock, err := s.lock(id)
+	if err != nil {
+		return nil, err
 	}
-	defer s.locks.unlock(id)
+	defer unlock()
 	lv, err := s.findLV(ctx, id)
 	if err != nil {
 		return nil, err
@@ -324,11 +338,8 @@ func (s *NodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVo
 // mounted filesystem, the size of a Block volume.
 func (s *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
 	id, path := req.GetVolumeId(), req.GetVolumePath()
-	switch {
-	case id == "":
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	case path == "":
-		return nil, status.Error(codes.InvalidArgument, "volume_path is required")
+	if err := requireIDs(id, path, "volume_path"); err != nil {
+		return nil, err
 	}
 	block, err := isBlock(path)
 	if errors.Is(err, os.ErrNotExist) {
