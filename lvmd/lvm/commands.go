@@ -126,6 +126,37 @@ func (c *Client) Extend(ctx context.Context, vg, name string, size uint64) error
 	return nil
 }
 
+// SetPermission makes an LV read-only or read-write.
+func (c *Client) SetPermission(ctx context.Context, vg, name string, readOnly bool) error {
+	if err := validateNames(vg, name); err != nil {
+		return err
+	}
+	perm := "rw"
+	if readOnly {
+		perm = "r"
+	}
+	if _, err := c.Runner.Run(ctx, "lvchange", "--permission", perm, vg+"/"+name); err != nil {
+		return fmt.Errorf("set permission of lv %s/%s to %s: %w", vg, name, perm, classify(err))
+	}
+	return nil
+}
+
+// SetActive activates or deactivates an LV; activation ignores the LV's
+// activation skip flag.
+func (c *Client) SetActive(ctx context.Context, vg, name string, active bool) error {
+	if err := validateNames(vg, name); err != nil {
+		return err
+	}
+	args := []string{"lvchange", "--activate", "n", vg + "/" + name}
+	if active {
+		args = []string{"lvchange", "--activate", "y", "--ignoreactivationskip", vg + "/" + name}
+	}
+	if _, err := c.Runner.Run(ctx, args...); err != nil {
+		return fmt.Errorf("set activation of lv %s/%s to %t: %w", vg, name, active, classify(err))
+	}
+	return nil
+}
+
 // Remove removes an LV without asking.
 func (c *Client) Remove(ctx context.Context, vg, name string) error {
 	if err := validateNames(vg, name); err != nil {

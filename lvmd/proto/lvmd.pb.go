@@ -497,6 +497,118 @@ func (x *ResizeLVResponse) GetVolume() *LogicalVolume {
 	return nil
 }
 
+type ChangeLVRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	DeviceClass   string                 `protobuf:"bytes,2,opt,name=device_class,json=deviceClass,proto3" json:"device_class,omitempty"`
+	ReadOnly      *bool                  `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3,oneof" json:"read_only,omitempty"`
+	Active        *bool                  `protobuf:"varint,4,opt,name=active,proto3,oneof" json:"active,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeLVRequest) Reset() {
+	*x = ChangeLVRequest{}
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeLVRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeLVRequest) ProtoMessage() {}
+
+func (x *ChangeLVRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeLVRequest.ProtoReflect.Descriptor instead.
+func (*ChangeLVRequest) Descriptor() ([]byte, []int) {
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ChangeLVRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ChangeLVRequest) GetDeviceClass() string {
+	if x != nil {
+		return x.DeviceClass
+	}
+	return ""
+}
+
+func (x *ChangeLVRequest) GetReadOnly() bool {
+	if x != nil && x.ReadOnly != nil {
+		return *x.ReadOnly
+	}
+	return false
+}
+
+func (x *ChangeLVRequest) GetActive() bool {
+	if x != nil && x.Active != nil {
+		return *x.Active
+	}
+	return false
+}
+
+type ChangeLVResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        *LogicalVolume         `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeLVResponse) Reset() {
+	*x = ChangeLVResponse{}
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeLVResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeLVResponse) ProtoMessage() {}
+
+func (x *ChangeLVResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeLVResponse.ProtoReflect.Descriptor instead.
+func (*ChangeLVResponse) Descriptor() ([]byte, []int) {
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ChangeLVResponse) GetVolume() *LogicalVolume {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
 type RemoveLVRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -507,7 +619,7 @@ type RemoveLVRequest struct {
 
 func (x *RemoveLVRequest) Reset() {
 	*x = RemoveLVRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[7]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +631,7 @@ func (x *RemoveLVRequest) String() string {
 func (*RemoveLVRequest) ProtoMessage() {}
 
 func (x *RemoveLVRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[7]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +644,7 @@ func (x *RemoveLVRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveLVRequest.ProtoReflect.Descriptor instead.
 func (*RemoveLVRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{7}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RemoveLVRequest) GetName() string {
@@ -557,7 +669,7 @@ type RemoveLVResponse struct {
 
 func (x *RemoveLVResponse) Reset() {
 	*x = RemoveLVResponse{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[8]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +681,7 @@ func (x *RemoveLVResponse) String() string {
 func (*RemoveLVResponse) ProtoMessage() {}
 
 func (x *RemoveLVResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[8]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +694,7 @@ func (x *RemoveLVResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveLVResponse.ProtoReflect.Descriptor instead.
 func (*RemoveLVResponse) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{8}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{10}
 }
 
 type GetLVRequest struct {
@@ -595,7 +707,7 @@ type GetLVRequest struct {
 
 func (x *GetLVRequest) Reset() {
 	*x = GetLVRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[9]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +719,7 @@ func (x *GetLVRequest) String() string {
 func (*GetLVRequest) ProtoMessage() {}
 
 func (x *GetLVRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[9]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +732,7 @@ func (x *GetLVRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLVRequest.ProtoReflect.Descriptor instead.
 func (*GetLVRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{9}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetLVRequest) GetName() string {
@@ -646,7 +758,7 @@ type GetLVResponse struct {
 
 func (x *GetLVResponse) Reset() {
 	*x = GetLVResponse{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[10]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +770,7 @@ func (x *GetLVResponse) String() string {
 func (*GetLVResponse) ProtoMessage() {}
 
 func (x *GetLVResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[10]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +783,7 @@ func (x *GetLVResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLVResponse.ProtoReflect.Descriptor instead.
 func (*GetLVResponse) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{10}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetLVResponse) GetVolume() *LogicalVolume {
@@ -693,7 +805,7 @@ type ListLVsRequest struct {
 
 func (x *ListLVsRequest) Reset() {
 	*x = ListLVsRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[11]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +817,7 @@ func (x *ListLVsRequest) String() string {
 func (*ListLVsRequest) ProtoMessage() {}
 
 func (x *ListLVsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[11]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +830,7 @@ func (x *ListLVsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLVsRequest.ProtoReflect.Descriptor instead.
 func (*ListLVsRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{11}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListLVsRequest) GetDeviceClass() string {
@@ -744,7 +856,7 @@ type ListLVsResponse struct {
 
 func (x *ListLVsResponse) Reset() {
 	*x = ListLVsResponse{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[12]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +868,7 @@ func (x *ListLVsResponse) String() string {
 func (*ListLVsResponse) ProtoMessage() {}
 
 func (x *ListLVsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[12]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +881,7 @@ func (x *ListLVsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLVsResponse.ProtoReflect.Descriptor instead.
 func (*ListLVsResponse) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{12}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListLVsResponse) GetVolumes() []*LogicalVolume {
@@ -811,7 +923,7 @@ type DeviceClassCapacity struct {
 
 func (x *DeviceClassCapacity) Reset() {
 	*x = DeviceClassCapacity{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[13]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +935,7 @@ func (x *DeviceClassCapacity) String() string {
 func (*DeviceClassCapacity) ProtoMessage() {}
 
 func (x *DeviceClassCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[13]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +948,7 @@ func (x *DeviceClassCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceClassCapacity.ProtoReflect.Descriptor instead.
 func (*DeviceClassCapacity) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{13}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeviceClassCapacity) GetDeviceClass() string {
@@ -947,7 +1059,7 @@ type GetCapacityRequest struct {
 
 func (x *GetCapacityRequest) Reset() {
 	*x = GetCapacityRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[14]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1071,7 @@ func (x *GetCapacityRequest) String() string {
 func (*GetCapacityRequest) ProtoMessage() {}
 
 func (x *GetCapacityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[14]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1084,7 @@ func (x *GetCapacityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCapacityRequest.ProtoReflect.Descriptor instead.
 func (*GetCapacityRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{14}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetCapacityRequest) GetDeviceClass() string {
@@ -993,7 +1105,7 @@ type GetCapacityResponse struct {
 
 func (x *GetCapacityResponse) Reset() {
 	*x = GetCapacityResponse{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[15]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1117,7 @@ func (x *GetCapacityResponse) String() string {
 func (*GetCapacityResponse) ProtoMessage() {}
 
 func (x *GetCapacityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[15]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1130,7 @@ func (x *GetCapacityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCapacityResponse.ProtoReflect.Descriptor instead.
 func (*GetCapacityResponse) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{15}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetCapacityResponse) GetDeviceClasses() []*DeviceClassCapacity {
@@ -1043,7 +1155,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[16]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1167,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[16]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1180,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{16}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{18}
 }
 
 var File_lvmd_proto_lvmd_proto protoreflect.FileDescriptor
@@ -1115,6 +1227,16 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x03 \x01(\x04R\tsizeBytes\"J\n" +
 	"\x10ResizeLVResponse\x126\n" +
+	"\x06volume\x18\x01 \x01(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\x06volume\"\xa0\x01\n" +
+	"\x0fChangeLVRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fdevice_class\x18\x02 \x01(\tR\vdeviceClass\x12 \n" +
+	"\tread_only\x18\x03 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12\x1b\n" +
+	"\x06active\x18\x04 \x01(\bH\x01R\x06active\x88\x01\x01B\f\n" +
+	"\n" +
+	"_read_onlyB\t\n" +
+	"\a_active\"J\n" +
+	"\x10ChangeLVResponse\x126\n" +
 	"\x06volume\x18\x01 \x01(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\x06volume\"H\n" +
 	"\x0fRemoveLVRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
@@ -1153,11 +1275,12 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\"\x0e\n" +
-	"\fWatchRequest2\xf7\x03\n" +
+	"\fWatchRequest2\xc8\x04\n" +
 	"\tLVService\x12O\n" +
 	"\bCreateLV\x12 .thinlvm.lvmd.v1.CreateLVRequest\x1a!.thinlvm.lvmd.v1.CreateLVResponse\x12a\n" +
 	"\x0eCreateSnapshot\x12&.thinlvm.lvmd.v1.CreateSnapshotRequest\x1a'.thinlvm.lvmd.v1.CreateSnapshotResponse\x12O\n" +
 	"\bResizeLV\x12 .thinlvm.lvmd.v1.ResizeLVRequest\x1a!.thinlvm.lvmd.v1.ResizeLVResponse\x12O\n" +
+	"\bChangeLV\x12 .thinlvm.lvmd.v1.ChangeLVRequest\x1a!.thinlvm.lvmd.v1.ChangeLVResponse\x12O\n" +
 	"\bRemoveLV\x12 .thinlvm.lvmd.v1.RemoveLVRequest\x1a!.thinlvm.lvmd.v1.RemoveLVResponse\x12F\n" +
 	"\x05GetLV\x12\x1d.thinlvm.lvmd.v1.GetLVRequest\x1a\x1e.thinlvm.lvmd.v1.GetLVResponse\x12L\n" +
 	"\aListLVs\x12\x1f.thinlvm.lvmd.v1.ListLVsRequest\x1a .thinlvm.lvmd.v1.ListLVsResponse2\xb5\x01\n" +
@@ -1177,7 +1300,7 @@ func file_lvmd_proto_lvmd_proto_rawDescGZIP() []byte {
 	return file_lvmd_proto_lvmd_proto_rawDescData
 }
 
-var file_lvmd_proto_lvmd_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_lvmd_proto_lvmd_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_lvmd_proto_lvmd_proto_goTypes = []any{
 	(*LogicalVolume)(nil),          // 0: thinlvm.lvmd.v1.LogicalVolume
 	(*CreateLVRequest)(nil),        // 1: thinlvm.lvmd.v1.CreateLVRequest
@@ -1186,45 +1309,50 @@ var file_lvmd_proto_lvmd_proto_goTypes = []any{
 	(*CreateSnapshotResponse)(nil), // 4: thinlvm.lvmd.v1.CreateSnapshotResponse
 	(*ResizeLVRequest)(nil),        // 5: thinlvm.lvmd.v1.ResizeLVRequest
 	(*ResizeLVResponse)(nil),       // 6: thinlvm.lvmd.v1.ResizeLVResponse
-	(*RemoveLVRequest)(nil),        // 7: thinlvm.lvmd.v1.RemoveLVRequest
-	(*RemoveLVResponse)(nil),       // 8: thinlvm.lvmd.v1.RemoveLVResponse
-	(*GetLVRequest)(nil),           // 9: thinlvm.lvmd.v1.GetLVRequest
-	(*GetLVResponse)(nil),          // 10: thinlvm.lvmd.v1.GetLVResponse
-	(*ListLVsRequest)(nil),         // 11: thinlvm.lvmd.v1.ListLVsRequest
-	(*ListLVsResponse)(nil),        // 12: thinlvm.lvmd.v1.ListLVsResponse
-	(*DeviceClassCapacity)(nil),    // 13: thinlvm.lvmd.v1.DeviceClassCapacity
-	(*GetCapacityRequest)(nil),     // 14: thinlvm.lvmd.v1.GetCapacityRequest
-	(*GetCapacityResponse)(nil),    // 15: thinlvm.lvmd.v1.GetCapacityResponse
-	(*WatchRequest)(nil),           // 16: thinlvm.lvmd.v1.WatchRequest
+	(*ChangeLVRequest)(nil),        // 7: thinlvm.lvmd.v1.ChangeLVRequest
+	(*ChangeLVResponse)(nil),       // 8: thinlvm.lvmd.v1.ChangeLVResponse
+	(*RemoveLVRequest)(nil),        // 9: thinlvm.lvmd.v1.RemoveLVRequest
+	(*RemoveLVResponse)(nil),       // 10: thinlvm.lvmd.v1.RemoveLVResponse
+	(*GetLVRequest)(nil),           // 11: thinlvm.lvmd.v1.GetLVRequest
+	(*GetLVResponse)(nil),          // 12: thinlvm.lvmd.v1.GetLVResponse
+	(*ListLVsRequest)(nil),         // 13: thinlvm.lvmd.v1.ListLVsRequest
+	(*ListLVsResponse)(nil),        // 14: thinlvm.lvmd.v1.ListLVsResponse
+	(*DeviceClassCapacity)(nil),    // 15: thinlvm.lvmd.v1.DeviceClassCapacity
+	(*GetCapacityRequest)(nil),     // 16: thinlvm.lvmd.v1.GetCapacityRequest
+	(*GetCapacityResponse)(nil),    // 17: thinlvm.lvmd.v1.GetCapacityResponse
+	(*WatchRequest)(nil),           // 18: thinlvm.lvmd.v1.WatchRequest
 }
 var file_lvmd_proto_lvmd_proto_depIdxs = []int32{
 	0,  // 0: thinlvm.lvmd.v1.CreateLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
 	0,  // 1: thinlvm.lvmd.v1.CreateSnapshotResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
 	0,  // 2: thinlvm.lvmd.v1.ResizeLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	0,  // 3: thinlvm.lvmd.v1.GetLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	0,  // 4: thinlvm.lvmd.v1.ListLVsResponse.volumes:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	13, // 5: thinlvm.lvmd.v1.GetCapacityResponse.device_classes:type_name -> thinlvm.lvmd.v1.DeviceClassCapacity
-	1,  // 6: thinlvm.lvmd.v1.LVService.CreateLV:input_type -> thinlvm.lvmd.v1.CreateLVRequest
-	3,  // 7: thinlvm.lvmd.v1.LVService.CreateSnapshot:input_type -> thinlvm.lvmd.v1.CreateSnapshotRequest
-	5,  // 8: thinlvm.lvmd.v1.LVService.ResizeLV:input_type -> thinlvm.lvmd.v1.ResizeLVRequest
-	7,  // 9: thinlvm.lvmd.v1.LVService.RemoveLV:input_type -> thinlvm.lvmd.v1.RemoveLVRequest
-	9,  // 10: thinlvm.lvmd.v1.LVService.GetLV:input_type -> thinlvm.lvmd.v1.GetLVRequest
-	11, // 11: thinlvm.lvmd.v1.LVService.ListLVs:input_type -> thinlvm.lvmd.v1.ListLVsRequest
-	14, // 12: thinlvm.lvmd.v1.VGService.GetCapacity:input_type -> thinlvm.lvmd.v1.GetCapacityRequest
-	16, // 13: thinlvm.lvmd.v1.VGService.Watch:input_type -> thinlvm.lvmd.v1.WatchRequest
-	2,  // 14: thinlvm.lvmd.v1.LVService.CreateLV:output_type -> thinlvm.lvmd.v1.CreateLVResponse
-	4,  // 15: thinlvm.lvmd.v1.LVService.CreateSnapshot:output_type -> thinlvm.lvmd.v1.CreateSnapshotResponse
-	6,  // 16: thinlvm.lvmd.v1.LVService.ResizeLV:output_type -> thinlvm.lvmd.v1.ResizeLVResponse
-	8,  // 17: thinlvm.lvmd.v1.LVService.RemoveLV:output_type -> thinlvm.lvmd.v1.RemoveLVResponse
-	10, // 18: thinlvm.lvmd.v1.LVService.GetLV:output_type -> thinlvm.lvmd.v1.GetLVResponse
-	12, // 19: thinlvm.lvmd.v1.LVService.ListLVs:output_type -> thinlvm.lvmd.v1.ListLVsResponse
-	15, // 20: thinlvm.lvmd.v1.VGService.GetCapacity:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
-	15, // 21: thinlvm.lvmd.v1.VGService.Watch:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
-	14, // [14:22] is the sub-list for method output_type
-	6,  // [6:14] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	0,  // 3: thinlvm.lvmd.v1.ChangeLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
+	0,  // 4: thinlvm.lvmd.v1.GetLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
+	0,  // 5: thinlvm.lvmd.v1.ListLVsResponse.volumes:type_name -> thinlvm.lvmd.v1.LogicalVolume
+	15, // 6: thinlvm.lvmd.v1.GetCapacityResponse.device_classes:type_name -> thinlvm.lvmd.v1.DeviceClassCapacity
+	1,  // 7: thinlvm.lvmd.v1.LVService.CreateLV:input_type -> thinlvm.lvmd.v1.CreateLVRequest
+	3,  // 8: thinlvm.lvmd.v1.LVService.CreateSnapshot:input_type -> thinlvm.lvmd.v1.CreateSnapshotRequest
+	5,  // 9: thinlvm.lvmd.v1.LVService.ResizeLV:input_type -> thinlvm.lvmd.v1.ResizeLVRequest
+	7,  // 10: thinlvm.lvmd.v1.LVService.ChangeLV:input_type -> thinlvm.lvmd.v1.ChangeLVRequest
+	9,  // 11: thinlvm.lvmd.v1.LVService.RemoveLV:input_type -> thinlvm.lvmd.v1.RemoveLVRequest
+	11, // 12: thinlvm.lvmd.v1.LVService.GetLV:input_type -> thinlvm.lvmd.v1.GetLVRequest
+	13, // 13: thinlvm.lvmd.v1.LVService.ListLVs:input_type -> thinlvm.lvmd.v1.ListLVsRequest
+	16, // 14: thinlvm.lvmd.v1.VGService.GetCapacity:input_type -> thinlvm.lvmd.v1.GetCapacityRequest
+	18, // 15: thinlvm.lvmd.v1.VGService.Watch:input_type -> thinlvm.lvmd.v1.WatchRequest
+	2,  // 16: thinlvm.lvmd.v1.LVService.CreateLV:output_type -> thinlvm.lvmd.v1.CreateLVResponse
+	4,  // 17: thinlvm.lvmd.v1.LVService.CreateSnapshot:output_type -> thinlvm.lvmd.v1.CreateSnapshotResponse
+	6,  // 18: thinlvm.lvmd.v1.LVService.ResizeLV:output_type -> thinlvm.lvmd.v1.ResizeLVResponse
+	8,  // 19: thinlvm.lvmd.v1.LVService.ChangeLV:output_type -> thinlvm.lvmd.v1.ChangeLVResponse
+	10, // 20: thinlvm.lvmd.v1.LVService.RemoveLV:output_type -> thinlvm.lvmd.v1.RemoveLVResponse
+	12, // 21: thinlvm.lvmd.v1.LVService.GetLV:output_type -> thinlvm.lvmd.v1.GetLVResponse
+	14, // 22: thinlvm.lvmd.v1.LVService.ListLVs:output_type -> thinlvm.lvmd.v1.ListLVsResponse
+	17, // 23: thinlvm.lvmd.v1.VGService.GetCapacity:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
+	17, // 24: thinlvm.lvmd.v1.VGService.Watch:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
+	16, // [16:25] is the sub-list for method output_type
+	7,  // [7:16] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_lvmd_proto_lvmd_proto_init() }
@@ -1232,13 +1360,14 @@ func file_lvmd_proto_lvmd_proto_init() {
 	if File_lvmd_proto_lvmd_proto != nil {
 		return
 	}
+	file_lvmd_proto_lvmd_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lvmd_proto_lvmd_proto_rawDesc), len(file_lvmd_proto_lvmd_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

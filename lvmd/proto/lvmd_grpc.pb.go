@@ -28,6 +28,7 @@ const (
 	LVService_CreateLV_FullMethodName       = "/thinlvm.lvmd.v1.LVService/CreateLV"
 	LVService_CreateSnapshot_FullMethodName = "/thinlvm.lvmd.v1.LVService/CreateSnapshot"
 	LVService_ResizeLV_FullMethodName       = "/thinlvm.lvmd.v1.LVService/ResizeLV"
+	LVService_ChangeLV_FullMethodName       = "/thinlvm.lvmd.v1.LVService/ChangeLV"
 	LVService_RemoveLV_FullMethodName       = "/thinlvm.lvmd.v1.LVService/RemoveLV"
 	LVService_GetLV_FullMethodName          = "/thinlvm.lvmd.v1.LVService/GetLV"
 	LVService_ListLVs_FullMethodName        = "/thinlvm.lvmd.v1.LVService/ListLVs"
@@ -48,6 +49,10 @@ type LVServiceClient interface {
 	CreateSnapshot(ctx context.Context, in *CreateSnapshotRequest, opts ...grpc.CallOption) (*CreateSnapshotResponse, error)
 	// ResizeLV grows an LV. Shrinking is OutOfRange.
 	ResizeLV(ctx context.Context, in *ResizeLVRequest, opts ...grpc.CallOption) (*ResizeLVResponse, error)
+	// ChangeLV sets an LV's permission and activation (lvchange). A golden
+	// base is sealed with it: read-only, inactive. Unset fields are left as
+	// they are; setting what already holds is a no-op.
+	ChangeLV(ctx context.Context, in *ChangeLVRequest, opts ...grpc.CallOption) (*ChangeLVResponse, error)
 	// RemoveLV removes an LV. Removing an absent LV succeeds.
 	RemoveLV(ctx context.Context, in *RemoveLVRequest, opts ...grpc.CallOption) (*RemoveLVResponse, error)
 	// GetLV returns one LV, or NotFound.
@@ -88,6 +93,16 @@ func (c *lVServiceClient) ResizeLV(ctx context.Context, in *ResizeLVRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResizeLVResponse)
 	err := c.cc.Invoke(ctx, LVService_ResizeLV_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lVServiceClient) ChangeLV(ctx context.Context, in *ChangeLVRequest, opts ...grpc.CallOption) (*ChangeLVResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeLVResponse)
+	err := c.cc.Invoke(ctx, LVService_ChangeLV_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +154,10 @@ type LVServiceServer interface {
 	CreateSnapshot(context.Context, *CreateSnapshotRequest) (*CreateSnapshotResponse, error)
 	// ResizeLV grows an LV. Shrinking is OutOfRange.
 	ResizeLV(context.Context, *ResizeLVRequest) (*ResizeLVResponse, error)
+	// ChangeLV sets an LV's permission and activation (lvchange). A golden
+	// base is sealed with it: read-only, inactive. Unset fields are left as
+	// they are; setting what already holds is a no-op.
+	ChangeLV(context.Context, *ChangeLVRequest) (*ChangeLVResponse, error)
 	// RemoveLV removes an LV. Removing an absent LV succeeds.
 	RemoveLV(context.Context, *RemoveLVRequest) (*RemoveLVResponse, error)
 	// GetLV returns one LV, or NotFound.
@@ -163,6 +182,9 @@ func (UnimplementedLVServiceServer) CreateSnapshot(context.Context, *CreateSnaps
 }
 func (UnimplementedLVServiceServer) ResizeLV(context.Context, *ResizeLVRequest) (*ResizeLVResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ResizeLV not implemented")
+}
+func (UnimplementedLVServiceServer) ChangeLV(context.Context, *ChangeLVRequest) (*ChangeLVResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ChangeLV not implemented")
 }
 func (UnimplementedLVServiceServer) RemoveLV(context.Context, *RemoveLVRequest) (*RemoveLVResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RemoveLV not implemented")
@@ -248,6 +270,24 @@ func _LVService_ResizeLV_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LVService_ChangeLV_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeLVRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LVServiceServer).ChangeLV(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LVService_ChangeLV_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LVServiceServer).ChangeLV(ctx, req.(*ChangeLVRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _LVService_RemoveLV_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RemoveLVRequest)
 	if err := dec(in); err != nil {
@@ -320,6 +360,10 @@ var LVService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResizeLV",
 			Handler:    _LVService_ResizeLV_Handler,
+		},
+		{
+			MethodName: "ChangeLV",
+			Handler:    _LVService_ChangeLV_Handler,
 		},
 		{
 			MethodName: "RemoveLV",

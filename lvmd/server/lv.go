@@ -336,6 +336,52 @@ func (s *lvService) ResizeLV(ctx context.Context, req *pb.ResizeLVRequest) (*pb.
 	return &pb.ResizeLVResponse{Volume: toProto(r.dc, d.store.current().report.LV(r.dc.VolumeGroup, r.name))}, nil
 }
 
+func (s *lvService) ChangeLV(ctx context.Context, req *pb.ChangeLVRequest) (*pb.ChangeLVResponse, error) {
+	d := s.d
+	r, err := d.validate(req.GetName(), req.GetDeviceClass(), nil)
+	if err != nil {
+		return nil, err
+	}
+	unlock := d.store.lock()
+	defer unlock()
+	mctx, cancel := d.mutationContext(ctx)
+	defer cancel()
+	lv, err := lookup(d.store.current().report, r)
+	if err != nil {
+		return nil, err
+	}
+	if lv == nil {
+		return nil, fmt.Errorf("%w: lv %s/%s", errNotFound, r.dc.VolumeGroup, r.name)
+	}
+	// Permission first: a base is sealed while its device still exists.
+	if req.ReadOnly != nil && req.GetReadOnly() != lv.ReadOnly() {
+		if err := d.lvm.SetPermission(mctx, r.dc.VolumeGroup, r.name, req.GetReadOnly()); err != nil {
+			return nil, err
+		}
+		d.store.amend(func(rep *lvm.Report) { setAttr(rep.LV(r.dc.VolumeGroup, r.name), 1, req.GetReadOnly(), 'r', 'w') })
+	}
+	if req.Active != nil && req.GetActive() != lv.Active() {
+		if err := d.lvm.SetActive(mctx, r.dc.VolumeGroup, r.name, req.GetActive()); err != nil {
+			return nil, err
+		}
+		d.store.amend(func(rep *lvm.Report) { setAttr(rep.LV(r.dc.VolumeGroup, r.name), 4, req.GetActive(), 'a', '-') })
+	}
+	return &pb.ChangeLVResponse{Volume: toProto(r.dc, d.store.current().report.LV(r.dc.VolumeGroup, r.name))}, nil
+}
+
+// setAttr sets character i of an LV's lv_attr to yes or no.
+func setAttr(lv *lvm.LV, i int, on bool, yes, no byte) {
+	if lv == nil || len(lv.Attr) <= i {
+		return
+	}
+	b := []byte(lv.Attr)
+	b[i] = no
+	if on {
+		b[i] = yes
+	}
+	lv.Attr = string(b)
+}
+
 func (s *lvService) RemoveLV(ctx context.Context, req *pb.RemoveLVRequest) (*pb.RemoveLVResponse, error) {
 	d := s.d
 	r, err := d.validate(req.GetName(), req.GetDeviceClass(), nil)

@@ -893,3 +893,51 @@ func TestCreateLVIdempotentWhenFull(t *testing.T) {
 	_, err := e.lv.CreateLV(t.Context(), &pb.CreateLVRequest{Name: "other", SizeBytes: mib})
 	wantCode(t, err, codes.ResourceExhausted)
 }
+
+func TestChangeLV(t *testing.T) {
+	ro, rw, on, off := new(true), new(false), new(true), new(false)
+	tests := []struct {
+		name     string
+		req      *pb.ChangeLVRequest
+		code     codes.Code
+		readOnly bool
+		active   bool
+		// lvchange is how many lvchange commands run.
+		lvchange int
+	}{
+		{name: "seal: read-only and inactive", req: &pb.ChangeLVRequest{Name: "a", ReadOnly: ro, Active: off}, readOnly: true, lvchange: 2},
+		{name: "read-only only", req: &pb.ChangeLVRequest{Name: "a", ReadOnly: ro}, readOnly: true, active: true, lvchange: 1},
+		{name: "what already holds is a no-op", req: &pb.ChangeLVRequest{Name: "a", ReadOnly: rw, Active: on}, active: true},
+		{name: "nothing asked", req: &pb.ChangeLVRequest{Name: "a"}, active: true},
+		{name: "missing", req: &pb.ChangeLVRequest{Name: "b", ReadOnly: ro}, code: codes.NotFound, active: true},
+		{name: "name invalid", req: &pb.ChangeLVRequest{Name: "-a", ReadOnly: ro}, code: codes.InvalidArgument, active: true},
+		{name: "unknown class", req: &pb.ChangeLVRequest{Name: "a", DeviceClass: "nvme", ReadOnly: ro}, code: codes.InvalidArgument, active: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := testRunner()
+			f.LVs = []fake.LV{{VG: "vg0", Name: "a", Pool: "pool", Size: gib, Tags: []string{"thinlvm"}}}
+			e := newEnv(t, testConfig(), f, envOptions{})
+			resp, err := e.lv.ChangeLV(t.Context(), tt.req)
+			wantCode(t, err, tt.code)
+			if tt.code == codes.OK && (resp.GetVolume().GetReadOnly() != tt.readOnly || resp.GetVolume().GetActive() != tt.active) {
+				t.Errorf("response read-only %t active %t, want %t %t", resp.GetVolume().GetReadOnly(), resp.GetVolume().GetActive(), tt.readOnly, tt.active)
+			}
+			lv, _ := f.GetLV("vg0", "a")
+			if lv.ReadOnly != tt.readOnly || lv.Inactive == tt.active {
+				t.Errorf("lvm has read-only %t inactive %t, want %t %t", lv.ReadOnly, lv.Inactive, tt.readOnly, !tt.active)
+			}
+			if got := f.Count("lvchange"); got != tt.lvchange {
+				t.Errorf("%d lvchange commands, want %d", got, tt.lvchange)
+			}
+			// The cached view agrees with lvm without a new report.
+			got, err := e.lv.GetLV(t.Context(), &pb.GetLVRequest{Name: "a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.GetVolume().GetReadOnly() != tt.readOnly || got.GetVolume().GetActive() != tt.active {
+				t.Errorf("GetLV says read-only %t active %t, want %t %t", got.GetVolume().GetReadOnly(), got.GetVolume().GetActive(), tt.readOnly, tt.active)
+			}
+		})
+	}
+}

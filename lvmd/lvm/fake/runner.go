@@ -136,6 +136,8 @@ func (r *Runner) Run(ctx context.Context, args ...string) ([]byte, error) {
 		out, err = r.lvextend(c)
 	case "lvremove":
 		out, err = r.lvremove(c)
+	case "lvchange":
+		out, err = r.lvchange(c)
 	default:
 		err = c.unsupported("subcommand %q", sub)
 	}
@@ -304,7 +306,7 @@ var (
 		"--virtualsize": true, "--name": true, "--addtag": true, "--activate": true, "--setactivationskip": true,
 		"--permission": true, "--size": true, "--config": true, "--zero": true,
 	}
-	boolOptions = map[string]bool{"--yes": true, "--force": true, "--thin": true, "--snapshot": true, "--use-policies": true}
+	boolOptions = map[string]bool{"--ignoreactivationskip": true, "--yes": true, "--force": true, "--thin": true, "--snapshot": true, "--use-policies": true}
 )
 
 func (c *command) unsupported(format string, a ...any) error {
@@ -599,6 +601,52 @@ func (r *Runner) growPool(c *command, vg *VG, p *Pool, by uint64) (string, error
 	p.MetadataPercent *= scale
 	return fmt.Sprintf("  Size of logical volume %s/%s_tdata changed from %d extents to %d extents.\n  Logical volume %s/%s successfully resized.\n",
 		vg.Name, p.Name, old/ext, p.Size/ext, vg.Name, p.Name), nil
+}
+
+// lvchange changes one thin LV's permission (--permission r|rw) or
+// activation (--activate y|n), one at a time.
+func (r *Runner) lvchange(c *command) (string, error) {
+	if err := c.parse(); err != nil {
+		return "", err
+	}
+	vgName, name, err := c.target()
+	if err != nil {
+		return "", err
+	}
+	if _, err := r.lookupVG(c, vgName); err != nil {
+		return "", err
+	}
+	lv := r.lv(vgName, name)
+	if lv == nil {
+		return "", c.fail("Failed to find logical volume \"%s/%s\"", vgName, name)
+	}
+	perm, hasPerm := c.value("--permission")
+	act, hasAct := c.value("--activate")
+	switch {
+	case hasPerm && !hasAct:
+		if perm != "r" && perm != "rw" {
+			return "", c.unsupported("--permission %q", perm)
+		}
+		if lv.ReadOnly == (perm == "r") {
+			return "", c.fail("Logical volume %s/%s is already %s.", vgName, name, map[bool]string{true: "read only", false: "writable"}[lv.ReadOnly])
+		}
+		lv.ReadOnly = perm == "r"
+		return fmt.Sprintf("  Logical volume %s/%s changed.\n", vgName, name), nil
+	case hasAct && !hasPerm:
+		switch act {
+		case "y":
+			if lv.SkipActivation && !c.bools["--ignoreactivationskip"] {
+				return "", nil // lvm skips it silently
+			}
+			lv.Inactive = false
+		case "n":
+			lv.Inactive = true
+		default:
+			return "", c.unsupported("--activate %q", act)
+		}
+		return "", nil
+	}
+	return "", c.unsupported("lvchange without exactly one of --permission and --activate")
 }
 
 func (r *Runner) lvremove(c *command) (string, error) {

@@ -6,6 +6,8 @@ package fake
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 
@@ -29,6 +31,10 @@ type LVMD struct {
 	// Gate, when set, is received from before CreateLV and CreateSnapshot
 	// do their work: a test holds a call in the middle.
 	Gate chan struct{}
+	// DeviceDir, when set, backs every LV by a sparse file of its size in
+	// that directory (its device path), which a snapshot copies: code that
+	// writes to devices can run in unit tests.
+	DeviceDir string
 
 	mu       sync.Mutex
 	lvs      map[string]*pb.LogicalVolume
@@ -166,7 +172,10 @@ func (f *LVMD) CreateLV(ctx context.Context, in *pb.CreateLVRequest, _ ...grpc.C
 		return &pb.CreateLVResponse{Volume: proto.CloneOf(lv)}, nil
 	}
 	lv := &pb.LogicalVolume{Name: in.GetName(), DeviceClass: class, VolumeGroup: "vg-" + class, SizeBytes: size,
-		DevicePath: "/dev/vg-" + class + "/" + in.GetName(), Tags: append([]string{"thinlvm"}, in.GetTags()...), Active: true}
+		DevicePath: f.devicePath("vg-"+class, in.GetName()), Tags: append([]string{"thinlvm"}, in.GetTags()...), Active: true}
+	if err := f.backing(lv, nil); err != nil {
+		return nil, err
+	}
 	f.lvs[lv.Name] = lv
 	return &pb.CreateLVResponse{Volume: proto.CloneOf(lv)}, nil
 }
@@ -200,8 +209,11 @@ func (f *LVMD) CreateSnapshot(ctx context.Context, in *pb.CreateSnapshotRequest,
 		return &pb.CreateSnapshotResponse{Volume: proto.CloneOf(lv)}, nil
 	}
 	lv := &pb.LogicalVolume{Name: in.GetName(), DeviceClass: class, VolumeGroup: src.GetVolumeGroup(), SizeBytes: size,
-		DevicePath: "/dev/" + src.GetVolumeGroup() + "/" + in.GetName(), Origin: src.GetName(),
+		DevicePath: f.devicePath(src.GetVolumeGroup(), in.GetName()), Origin: src.GetName(),
 		Tags: append([]string{"thinlvm"}, in.GetTags()...), ReadOnly: in.GetReadOnly(), Active: true}
+	if err := f.backing(lv, src); err != nil {
+		return nil, err
+	}
 	f.lvs[lv.Name] = lv
 	return &pb.CreateSnapshotResponse{Volume: proto.CloneOf(lv)}, nil
 }
@@ -222,6 +234,11 @@ func (f *LVMD) ResizeLV(_ context.Context, in *pb.ResizeLVRequest, _ ...grpc.Cal
 		return nil, status.Errorf(codes.OutOfRange, "lv %s is %d bytes: cannot shrink to %d", lv.GetName(), lv.GetSizeBytes(), size)
 	}
 	lv.SizeBytes = size
+	if f.DeviceDir != "" {
+		if err := os.Truncate(lv.DevicePath, int64(size)); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
 	return &pb.ResizeLVResponse{Volume: proto.CloneOf(lv)}, nil
 }
 
@@ -232,6 +249,9 @@ func (f *LVMD) RemoveLV(_ context.Context, in *pb.RemoveLVRequest, _ ...grpc.Cal
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if lv, ok := f.lvs[in.GetName()]; ok && f.DeviceDir != "" {
+		_ = os.Remove(lv.DevicePath)
+	}
 	delete(f.lvs, in.GetName())
 	for _, lv := range f.lvs {
 		if lv.Origin == in.GetName() {
@@ -239,6 +259,55 @@ func (f *LVMD) RemoveLV(_ context.Context, in *pb.RemoveLVRequest, _ ...grpc.Cal
 		}
 	}
 	return &pb.RemoveLVResponse{}, nil
+}
+
+// ChangeLV implements lvmd's ChangeLV.
+func (f *LVMD) ChangeLV(_ context.Context, in *pb.ChangeLVRequest, _ ...grpc.CallOption) (*pb.ChangeLVResponse, error) {
+	if err := f.begin("ChangeLV"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lv, ok := f.lvs[in.GetName()]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "lv %s not found", in.GetName())
+	}
+	if in.ReadOnly != nil {
+		lv.ReadOnly = in.GetReadOnly()
+	}
+	if in.Active != nil {
+		lv.Active = in.GetActive()
+	}
+	return &pb.ChangeLVResponse{Volume: proto.CloneOf(lv)}, nil
+}
+
+func (f *LVMD) devicePath(vg, name string) string {
+	if f.DeviceDir != "" {
+		return filepath.Join(f.DeviceDir, name)
+	}
+	return "/dev/" + vg + "/" + name
+}
+
+// backing makes lv's backing file when DeviceDir is set: a copy of src's,
+// or empty, of lv's size.
+func (f *LVMD) backing(lv, src *pb.LogicalVolume) error {
+	if f.DeviceDir == "" {
+		return nil
+	}
+	var data []byte
+	if src != nil {
+		var err error
+		if data, err = os.ReadFile(src.GetDevicePath()); err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+	}
+	if err := os.WriteFile(lv.GetDevicePath(), data, 0o600); err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	if err := os.Truncate(lv.GetDevicePath(), int64(lv.GetSizeBytes())); err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	return nil
 }
 
 // GetLV implements lvmd's GetLV.
