@@ -6,10 +6,12 @@ require (
 	github.com/container-storage-interface/spec v1.13.0
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-cmp v0.7.0
+	github.com/klauspost/compress v1.20.1
 	github.com/kubernetes-csi/csi-test/v5 v5.6.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
+	github.com/ulikunitz/xz v0.5.17
 	golang.org/x/sys v0.48.0
 	google.golang.org/grpc v1.83.1
 	google.golang.org/protobuf v1.36.12

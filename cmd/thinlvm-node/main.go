@@ -1,12 +1,13 @@
 // Command thinlvm-node is thinlvm's node agent: it reconciles its node's
-// LogicalVolumes through lvmd, publishes the node's LVMNode, and serves the
-// CSI Identity and Node services.
+// LogicalVolumes through lvmd, keeps its golden bases, publishes the node's
+// LVMNode, and serves the CSI Identity and Node services.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"time"
 
 	csispec "github.com/container-storage-interface/spec/lib/go/csi"
@@ -21,6 +22,7 @@ import (
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
 	"github.com/thinlvm/thinlvm/node/csi"
+	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/lvmd"
 	"github.com/thinlvm/thinlvm/node/lvmnode"
 	"github.com/thinlvm/thinlvm/node/reconciler"
@@ -38,6 +40,9 @@ type options struct {
 	controllers       bool
 	publishInterval   time.Duration
 	noSpaceRetryAfter time.Duration
+	qemuImg           string
+	scratchDir        string
+	goldenRetry       time.Duration
 }
 
 func main() {
@@ -51,6 +56,9 @@ func main() {
 	fs.BoolVar(&o.controllers, "controllers", true, "Run the LogicalVolume reconciler and LVMNode publisher (needs the API server); false serves CSI only.")
 	fs.DurationVar(&o.publishInterval, "lvmnode-interval", 2*time.Second, "Least time between two LVMNode status writes.")
 	fs.DurationVar(&o.noSpaceRetryAfter, "no-space-retry", time.Minute, "Retry a LogicalVolume lvmd refused for lack of space after this long.")
+	fs.StringVar(&o.qemuImg, "qemu-img", "qemu-img", "qemu-img binary (name in $PATH or path) that converts qcow2 golden images; qcow2 images fail without it.")
+	fs.StringVar(&o.scratchDir, "scratch-dir", os.TempDir(), "Where a qcow2 golden image is kept between download and conversion.")
+	fs.DurationVar(&o.goldenRetry, "golden-retry", 30*time.Second, "First wait after a failed golden base population; it doubles up to 16 times.")
 	klog.InitFlags(fs)
 	ctrl.RegisterFlags(fs) // --kubeconfig
 	_ = fs.Parse(os.Args[1:])
@@ -108,6 +116,16 @@ func run(o options) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, RetryAfter: o.noSpaceRetryAfter}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	qemuImg, err := exec.LookPath(o.qemuImg)
+	if err != nil {
+		logger.Info("qemu-img not found: qcow2 golden images will fail", "qemuImg", o.qemuImg)
+		qemuImg = ""
+	}
+	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: client, NodeName: o.nodeName,
+		Writer: &golden.Writer{QemuImg: qemuImg, ScratchDir: o.scratchDir}, Recorder: mgr.GetEventRecorder("thinlvm-node"),
+		RetryAfter: o.goldenRetry}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.Add(&lvmnode.Publisher{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, Interval: o.publishInterval}); err != nil {

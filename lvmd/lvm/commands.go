@@ -101,8 +101,12 @@ func (c *Client) CreateThinSnapshot(ctx context.Context, s SnapshotSpec) error {
 	} else {
 		args = append(args, "--activate", "n")
 	}
+	// Permission is always explicit: the origin may be a read-only
+	// golden base while the snapshot is a writable volume.
 	if s.ReadOnly {
 		args = append(args, "--permission", "r")
+	} else {
+		args = append(args, "--permission", "rw")
 	}
 	args, err := addTags(args, s.Tags)
 	if err != nil {

@@ -67,7 +67,7 @@ func TestClientArgv(t *testing.T) {
 			call: func(ctx context.Context, c *lvm.Client) error {
 				return c.CreateThinSnapshot(ctx, lvm.SnapshotSpec{VG: "vg0", Source: "src", Name: "snap", Tags: []string{"thinlvm"}})
 			},
-			want: []string{"lvcreate", "--yes", "--snapshot", "vg0/src", "--name", "snap", "--activate", "n", "--addtag", "thinlvm"},
+			want: []string{"lvcreate", "--yes", "--snapshot", "vg0/src", "--name", "snap", "--activate", "n", "--permission", "rw", "--addtag", "thinlvm"},
 		},
 		{
 			name: "Extend",

@@ -47,6 +47,8 @@ type LogicalVolumeReconciler struct {
 // +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes/finalizers,verbs=update
+// +kubebuilder:rbac:groups=thinlvm.io,resources=goldenimages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler for this node's LogicalVolumes.
 func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -103,6 +105,10 @@ func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 
 	vol, err := r.ensure(ctx, lv)
+	var wait *waitingForBase
+	if errors.As(err, &wait) {
+		return ctrl.Result{RequeueAfter: time.Second}, r.setWaiting(ctx, lv, wait.Error())
+	}
 	if err != nil {
 		code := status.Code(err)
 		logger.Info("logical volume failed", "lv", LVName(lv), "code", code.String(), "error", status.Convert(err).Message())
@@ -169,11 +175,58 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.Logi
 	return vol, nil
 }
 
-// sourceLV resolves a Volume or Snapshot source to its LV on this node.
+// waitingForBase is the state of a LogicalVolume whose golden base is not
+// on the node yet: the golden reconciler is making it.
+type waitingForBase struct{ msg string }
+
+func (w *waitingForBase) Error() string { return w.msg }
+
+// baseLV resolves a GoldenImage source to its sealed base on this node.
+func (r *LogicalVolumeReconciler) baseLV(ctx context.Context, lv *thinlvmv1.LogicalVolume) (*pb.LogicalVolume, error) {
+	name := lv.Spec.Source.Name
+	gi := &thinlvmv1.GoldenImage{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, gi); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, status.Errorf(codes.NotFound, "GoldenImage %s not found", name)
+		}
+		return nil, err
+	}
+	if gi.Spec.DeviceClass != lv.Spec.DeviceClass {
+		return nil, status.Errorf(codes.FailedPrecondition, "GoldenImage %s is in device class %q, not %q", name, gi.Spec.DeviceClass, lv.Spec.DeviceClass)
+	}
+	resp, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: thinlvmv1.BaseLVName(gi), DeviceClass: lv.Spec.DeviceClass})
+	if err == nil && resp.GetVolume().GetReadOnly() {
+		return resp.GetVolume(), nil
+	}
+	if err != nil && status.Code(err) != codes.NotFound {
+		return nil, err
+	}
+	ln := &thinlvmv1.LVMNode{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, ln); err == nil {
+		for _, b := range ln.Status.GoldenBases {
+			switch {
+			case b.Name != name || b.LV != thinlvmv1.BaseLVName(gi):
+			case b.State == thinlvmv1.GoldenBaseFailed:
+				return nil, status.Errorf(codes.Unavailable, "golden base of %s failed on node %s: %s", name, r.NodeName, b.Message)
+			case b.State == thinlvmv1.GoldenBasePopulating:
+				return nil, &waitingForBase{fmt.Sprintf("waiting for the golden base of %s: %d of %d bytes downloaded", name, b.BytesDone, b.BytesTotal)}
+			}
+		}
+	}
+	return nil, &waitingForBase{fmt.Sprintf("waiting for the golden base of %s to be made on node %s", name, r.NodeName)}
+}
+
+// sourceLV resolves a source to its LV on this node.
 func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.LogicalVolume) (string, error) {
 	src := lv.Spec.Source
 	switch src.Kind {
 	case thinlvmv1.SourceVolume, thinlvmv1.SourceSnapshot:
+	case thinlvmv1.SourceGoldenImage:
+		base, err := r.baseLV(ctx, lv)
+		if err != nil {
+			return "", err
+		}
+		return base.GetName(), nil
 	default:
 		return "", status.Errorf(codes.Unimplemented, "source kind %s is not supported by this node agent", src.Kind)
 	}
@@ -222,6 +275,22 @@ func (r *LogicalVolumeReconciler) setStatus(ctx context.Context, lv *thinlvmv1.L
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionFailed, Status: metav1.ConditionTrue,
 			Reason: code.String(), Message: msg, ObservedGeneration: lv.Generation})
 	}
+	if err := r.Client.Status().Patch(ctx, lv, patch); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	return nil
+}
+
+// setWaiting reports a LogicalVolume waiting for its golden base: not
+// Ready, and not Failed either, so the controller keeps waiting.
+func (r *LogicalVolumeReconciler) setWaiting(ctx context.Context, lv *thinlvmv1.LogicalVolume, msg string) error {
+	patch := client.MergeFrom(lv.DeepCopy())
+	st := &lv.Status
+	st.ObservedGeneration = lv.Generation
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: "WaitingForBase", Message: msg, ObservedGeneration: lv.Generation})
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionFailed, Status: metav1.ConditionFalse,
+		Reason: "WaitingForBase", ObservedGeneration: lv.Generation})
 	if err := r.Client.Status().Patch(ctx, lv, patch); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}

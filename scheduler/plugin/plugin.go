@@ -32,7 +32,7 @@ const Name = "ThinLVM"
 
 // GoldenImageParameter is the StorageClass parameter that names the golden
 // image every volume of the class is made from.
-const GoldenImageParameter = "thinlvm.io/golden-image"
+const GoldenImageParameter = thinlvmv1.GoldenImageParameter
 
 const stateKey fwk.StateKey = Name + "/demand"
 
