@@ -89,6 +89,9 @@ func run(o options) error {
 			return err
 		}
 	}
+	if err := (&reconciler.GoldenImageReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	lis, err := endpoint.Listen(o.csiAddress)
 	if err != nil {
 		return err

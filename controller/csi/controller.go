@@ -59,6 +59,7 @@ var _ csi.ControllerServer = (*ControllerServer)(nil)
 
 // +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=thinlvm.io,resources=goldenimages,verbs=get;list;watch
 
 // ControllerGetCapabilities implements csi.ControllerServer.
 func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
@@ -269,6 +270,30 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 		class = src.Spec.DeviceClass
 		source, sourceNode = &thinlvmv1.VolumeSource{Kind: kind, Name: id}, src.Spec.NodeName
 	}
+	var image *thinlvmv1.GoldenImage
+	if imageName := req.GetParameters()[thinlvmv1.GoldenImageParameter]; imageName != "" {
+		if source != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "a volume of golden image %s cannot also have a volume_content_source", imageName)
+		}
+		image = &thinlvmv1.GoldenImage{}
+		if err := s.Client.Get(ctx, types.NamespacedName{Name: imageName}, image); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, status.Errorf(codes.NotFound, "GoldenImage %s (StorageClass parameter %s) not found", imageName, thinlvmv1.GoldenImageParameter)
+			}
+			return nil, status.Errorf(codes.Internal, "get GoldenImage %s: %v", imageName, err)
+		}
+		if class != "" && class != image.Spec.DeviceClass {
+			return nil, status.Errorf(codes.InvalidArgument, "GoldenImage %s is in device class %q, the StorageClass asks for %q", imageName, image.Spec.DeviceClass, class)
+		}
+		if base := image.Spec.Size.Value(); want < base {
+			if lim := req.GetCapacityRange().GetLimitBytes(); lim > 0 && lim < base {
+				return nil, status.Errorf(codes.OutOfRange, "GoldenImage %s is %d bytes, over limit_bytes %d", imageName, base, lim)
+			}
+			want = base
+		}
+		class = image.Spec.DeviceClass
+		source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceGoldenImage, Name: imageName}
+	}
 
 	lv, err := s.getLV(ctx, name)
 	switch {
@@ -279,7 +304,7 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 	case !apierrors.IsNotFound(err):
 		return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", name, err)
 	default:
-		node, err := s.pickNode(ctx, req.GetAccessibilityRequirements(), class, want, sourceNode)
+		node, err := s.pickNode(ctx, req.GetAccessibilityRequirements(), class, want, sourceNode, image)
 		if err != nil {
 			return nil, err
 		}
@@ -342,8 +367,9 @@ func compatible(lv *thinlvmv1.LogicalVolume, want, limit int64, class string, so
 // pickNode chooses the node: the source's when there is one (and the
 // requirements allow it), else the first preferred, then requisite, node
 // whose LVMNode shows room; without requirements, the node with the most
-// room.
-func (s *ControllerServer) pickNode(ctx context.Context, ar *csi.TopologyRequirement, class string, want int64, sourceNode string) (string, error) {
+// room. For a golden image's volume, nodes holding its base Ready come
+// first, and a node without it needs room for the base too.
+func (s *ControllerServer) pickNode(ctx context.Context, ar *csi.TopologyRequirement, class string, want int64, sourceNode string, image *thinlvmv1.GoldenImage) (string, error) {
 	var candidates []string
 	for _, t := range append(append([]*csi.Topology{}, ar.GetPreferred()...), ar.GetRequisite()...) {
 		if n := topologyNode(t); n != "" && !slices.Contains(candidates, n) {
@@ -362,11 +388,18 @@ func (s *ControllerServer) pickNode(ctx context.Context, ar *csi.TopologyRequire
 	}
 	room := map[string]int64{}
 	known := map[string]bool{}
+	holds := map[string]bool{}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		if dc := deviceClass(n, class); dc != nil {
 			room[n.Name] = dc.Available.Value()
 			known[n.Name] = true
+		}
+		if image != nil {
+			holds[n.Name] = holdsBase(n, image)
+			if !holds[n.Name] {
+				room[n.Name] -= image.Spec.Size.Value()
+			}
 		}
 	}
 	if len(candidates) == 0 {
@@ -378,12 +411,25 @@ func (s *ControllerServer) pickNode(ctx context.Context, ar *csi.TopologyRequire
 			return "", status.Errorf(codes.ResourceExhausted, "no node reports device class %q", class)
 		}
 	}
+	if image != nil {
+		sort.SliceStable(candidates, func(i, j int) bool { return holds[candidates[i]] && !holds[candidates[j]] })
+	}
 	for _, n := range candidates {
 		if !known[n] || room[n] >= want {
 			return n, nil // a node not yet reporting gets the benefit of the doubt: lvmd decides
 		}
 	}
 	return "", status.Errorf(codes.ResourceExhausted, "no node of %v has %d bytes available in device class %q", candidates, want, class)
+}
+
+// holdsBase tells whether the node reports image's base Ready.
+func holdsBase(n *thinlvmv1.LVMNode, image *thinlvmv1.GoldenImage) bool {
+	for _, b := range n.Status.GoldenBases {
+		if b.Name == image.Name && b.LV == thinlvmv1.BaseLVName(image) && b.State == thinlvmv1.GoldenBaseReady {
+			return true
+		}
+	}
+	return false
 }
 
 // deviceClass finds a class in an LVMNode; "" is the node's default.

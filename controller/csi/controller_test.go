@@ -25,6 +25,7 @@ import (
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	controllercsi "github.com/thinlvm/thinlvm/controller/csi"
 	"github.com/thinlvm/thinlvm/e2e/envtest"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/lvmd/fake"
 	"github.com/thinlvm/thinlvm/node/reconciler"
 )
@@ -320,5 +321,87 @@ func TestPhaseMetric(t *testing.T) {
 	}
 	if got["Ready"] < 1 {
 		t.Errorf("phases %v: want at least one Ready", got)
+	}
+}
+
+// A golden class's volume is a snapshot of the base, on a node that holds
+// it when the requirements allow, at least the image's size.
+func TestGoldenImageVolumes(t *testing.T) {
+	ctx := context.Background()
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}, Spec: thinlvmv1.GoldenImageSpec{
+		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: "http://127.0.0.1:1/u.img", SHA256: strings.Repeat("a", 64)}},
+		Size:   resource.MustParse("2Gi")}}
+	if err := k8s.Create(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	// n2 holds the base Ready, as its agent would have made it.
+	base := thinlvmv1.BaseLVName(gi)
+	if _, err := lvmd["n2"].CreateLV(ctx, &pb.CreateLVRequest{Name: base, SizeBytes: 2 << 30, Tags: []string{thinlvmv1.BaseTagPrefix + "ubuntu"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lvmd["n2"].ChangeLV(ctx, &pb.ChangeLVRequest{Name: base, ReadOnly: ptr.To(true), Active: ptr.To(false)}); err != nil {
+		t.Fatal(err)
+	}
+	ln := &thinlvmv1.LVMNode{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: "n2"}, ln); err != nil {
+		t.Fatal(err)
+	}
+	ln.Status.GoldenBases = []thinlvmv1.GoldenBaseStatus{{Name: "ubuntu", LV: base, Size: resource.MustParse("2Gi"), State: thinlvmv1.GoldenBaseReady}}
+	if err := k8s.Status().Update(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	golden := map[string]string{thinlvmv1.GoldenImageParameter: "ubuntu"}
+	create := func(name string, size, limit int64, params map[string]string, src *csispec.VolumeContentSource) (*csispec.Volume, error) {
+		resp, err := srv.CreateVolume(ctx, &csispec.CreateVolumeRequest{Name: name, VolumeCapabilities: rwo, Parameters: params,
+			CapacityRange: &csispec.CapacityRange{RequiredBytes: size, LimitBytes: limit}, AccessibilityRequirements: top("n1", "n2"), VolumeContentSource: src})
+		return resp.GetVolume(), err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var v *csispec.Volume
+	var err error
+	for { // the controller's cache sees the LVMNode update
+		if v, err = create("pvc-vm-1", 1<<30, 0, golden, nil); err != nil || nodeOf(v) == "n2" || time.Now().After(deadline) {
+			break
+		}
+		_, _ = srv.DeleteVolume(ctx, &csispec.DeleteVolumeRequest{VolumeId: v.GetVolumeId()})
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodeOf(v) != "n2" || v.GetCapacityBytes() != 2<<30 {
+		t.Errorf("volume on %s with %d bytes, want on n2 (holds the base) with the image's 2Gi", nodeOf(v), v.GetCapacityBytes())
+	}
+	if lv, ok := lvmd["n2"].LV(v.GetVolumeId()); !ok || lv.GetOrigin() != base || lv.GetReadOnly() {
+		t.Errorf("LV %v, want a writable snapshot of %s", lv, base)
+	}
+	big, err := create("pvc-vm-2", 5<<30, 0, golden, nil)
+	if err != nil || big.GetCapacityBytes() != 5<<30 {
+		t.Errorf("larger than the base: %v, %v", big, err)
+	}
+
+	src := &csispec.VolumeContentSource{Type: &csispec.VolumeContentSource_Volume{Volume: &csispec.VolumeContentSource_VolumeSource{VolumeId: v.GetVolumeId()}}}
+	for _, tt := range []struct {
+		name   string
+		size   int64
+		limit  int64
+		params map[string]string
+		src    *csispec.VolumeContentSource
+		code   codes.Code
+	}{
+		{"unknown image", 1 << 30, 0, map[string]string{thinlvmv1.GoldenImageParameter: "nope"}, nil, codes.NotFound},
+		{"another device class", 1 << 30, 0, map[string]string{thinlvmv1.GoldenImageParameter: "ubuntu", thinlvmv1.DeviceClassParameter: "hdd"}, nil, codes.InvalidArgument},
+		{"also a content source", 1 << 30, 0, golden, src, codes.InvalidArgument},
+		{"limit under the image's size", 1 << 30, 1 << 30, golden, nil, codes.OutOfRange},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := create("pvc-bad-"+strings.ReplaceAll(tt.name, " ", "-"), tt.size, tt.limit, tt.params, tt.src)
+			if status.Code(err) != tt.code {
+				t.Errorf("code %v (%v), want %v", status.Code(err), err, tt.code)
+			}
+			if err := k8s.Get(ctx, types.NamespacedName{Name: "pvc-bad-" + strings.ReplaceAll(tt.name, " ", "-")}, &thinlvmv1.LogicalVolume{}); client.IgnoreNotFound(err) != nil || err == nil {
+				t.Errorf("a LogicalVolume was left behind: %v", err)
+			}
+		})
 	}
 }

@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	if err == nil {
 		err = (&reconciler.NodeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
 	}
+	if err == nil {
+		err = (&reconciler.GoldenImageReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
