@@ -262,7 +262,13 @@ func (r *Reconciler) bases(ctx context.Context, name string) ([]*pb.LogicalVolum
 	if err != nil {
 		return nil, fmt.Errorf("list bases of %s: %w", name, err)
 	}
-	return resp.GetVolumes(), nil
+	var out []*pb.LogicalVolume
+	for _, v := range resp.GetVolumes() {
+		if img, ok := baseImage(v); ok && img == name { // never anything else, whatever lvmd answers
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }
 
 // removeAll removes bases. Volumes made from a base are thin snapshots,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 
@@ -335,6 +336,9 @@ func (f *LVMD) ListLVs(_ context.Context, in *pb.ListLVsRequest, _ ...grpc.CallO
 	for _, name := range sortedKeys(f.lvs) {
 		lv := f.lvs[name]
 		if in.GetDeviceClass() != "" && lv.GetDeviceClass() != in.GetDeviceClass() {
+			continue
+		}
+		if in.GetTag() != "" && !slices.Contains(lv.GetTags(), in.GetTag()) {
 			continue
 		}
 		resp.Volumes = append(resp.Volumes, proto.CloneOf(lv))

@@ -1,0 +1,312 @@
+package golden_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/e2e/envtest"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/golden"
+	"github.com/thinlvm/thinlvm/node/lvmd/fake"
+	"github.com/thinlvm/thinlvm/node/reconciler"
+)
+
+const node = "gn1"
+
+// The reconcilers run against a real API server over a fake lvmd whose LVs
+// are files, so the population really writes.
+var (
+	k8s      client.Client
+	lvmd     *fake.LVMD
+	image    = bytes.Repeat([]byte("golden!\n"), 64<<10) // 512 KiB
+	requests atomic.Int32
+	imageURL string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	env, err := envtest.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	k8s = env.Client
+	dir, err := os.MkdirTemp("", "golden-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	lvmd = &fake.LVMD{DeviceDir: dir}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		time.Sleep(300 * time.Millisecond) // long enough for concurrent volumes to pile up
+		http.ServeContent(w, r, "img", time.Unix(1e9, 0), bytes.NewReader(image))
+	}))
+	defer srv.Close()
+	imageURL = srv.URL + "/img"
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fail := func(err error) int { fmt.Fprintf(os.Stderr, "FAIL: %v\n", err); return 1 }
+	if err := k8s.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"pool": "vm"}}}); err != nil {
+		return fail(err)
+	}
+	if err := k8s.Create(ctx, &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
+		return fail(err)
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		return fail(err)
+	}
+	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: lvmd, NodeName: node, RetryAfter: time.Second}).SetupWithManager(mgr); err != nil {
+		return fail(err)
+	}
+	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: lvmd, NodeName: node,
+		Writer: &golden.Writer{Attempts: 1}, Recorder: mgr.GetEventRecorder("thinlvm-node"), RetryAfter: time.Hour,
+		ProgressInterval: 50 * time.Millisecond}).SetupWithManager(mgr); err != nil {
+		return fail(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	return m.Run()
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func newImage(t *testing.T, name, sha string, prewarm *thinlvmv1.Prewarm) *thinlvmv1.GoldenImage {
+	t.Helper()
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: thinlvmv1.GoldenImageSpec{
+		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: imageURL, SHA256: sha}},
+		Size:   resource.MustParse("1Mi"), Prewarm: prewarm}}
+	if err := k8s.Create(context.Background(), gi); err != nil {
+		t.Fatal(err)
+	}
+	return gi
+}
+
+func newVolume(t *testing.T, name, image string) {
+	t.Helper()
+	lv := &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: thinlvmv1.LogicalVolumeSpec{
+		Name: name, NodeName: node, Size: resource.MustParse("4Mi"),
+		Source: &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceGoldenImage, Name: image}}}
+	if err := k8s.Create(context.Background(), lv); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func baseState(name string) (thinlvmv1.GoldenBaseStatus, bool) {
+	ln := &thinlvmv1.LVMNode{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Name: node}, ln); err != nil {
+		return thinlvmv1.GoldenBaseStatus{}, false
+	}
+	for _, b := range ln.Status.GoldenBases {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return thinlvmv1.GoldenBaseStatus{}, false
+}
+
+func volume(t *testing.T, name string) *thinlvmv1.LogicalVolume {
+	t.Helper()
+	lv := &thinlvmv1.LogicalVolume{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Name: name}, lv); err != nil {
+		t.Fatal(err)
+	}
+	return lv
+}
+
+// Five volumes of one image on a node without its base: one population,
+// five snapshots of the sealed base, each holding the image.
+func TestConcurrentVolumesShareOnePopulation(t *testing.T) {
+	gi := newImage(t, "ubuntu", sum(image), nil)
+	before := requests.Load()
+	for i := range 5 {
+		newVolume(t, fmt.Sprintf("vm-disk-%d", i), "ubuntu")
+	}
+	base := thinlvmv1.BaseLVName(gi)
+	for i := range 5 {
+		name := fmt.Sprintf("vm-disk-%d", i)
+		eventually(t, name+" Ready", func() bool {
+			return meta.IsStatusConditionTrue(volume(t, name).Status.Conditions, thinlvmv1.ConditionReady)
+		})
+		lv, ok := lvmd.LV(name)
+		if !ok || lv.GetOrigin() != base || lv.GetReadOnly() || lv.GetSizeBytes() != 4<<20 {
+			t.Errorf("%s: LV %v, want a writable 4Mi snapshot of %s", name, lv, base)
+			continue
+		}
+		data, err := os.ReadFile(lv.GetDevicePath())
+		if err != nil || !bytes.Equal(data[:len(image)], image) {
+			t.Errorf("%s does not hold the image (%v)", name, err)
+		}
+	}
+	if got := requests.Load() - before; got != 1 {
+		t.Errorf("%d downloads, want 1", got)
+	}
+	b, ok := lvmd.LV(base)
+	if !ok || !b.GetReadOnly() || b.GetActive() || !contains(b.GetTags(), thinlvmv1.BaseTagPrefix+"ubuntu") {
+		t.Errorf("base %v, want read-only, inactive, tagged", b)
+	}
+	st, _ := baseState("ubuntu")
+	if st.State != thinlvmv1.GoldenBaseReady || st.LV != base {
+		t.Errorf("LVMNode base %+v, want Ready", st)
+	}
+	eventually(t, "a Populated event", func() bool {
+		list := &eventsv1.EventList{}
+		if err := k8s.List(context.Background(), list); err != nil {
+			return false
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == "ubuntu" && e.Reason == "Populated" && strings.Contains(e.Note, node) {
+				return true
+			}
+		}
+		return false
+	})
+
+	// Deleting the GoldenImage removes the base; the volumes stay.
+	if err := k8s.Delete(context.Background(), gi); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the base removed", func() bool {
+		_, ok := lvmd.LV(base)
+		_, reported := baseState("ubuntu")
+		return !ok && !reported
+	})
+	if lv, ok := lvmd.LV("vm-disk-0"); !ok {
+		t.Error("a volume went with the base")
+	} else if data, _ := os.ReadFile(lv.GetDevicePath()); !bytes.Equal(data[:len(image)], image) {
+		t.Error("a volume lost its data with the base")
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// A checksum mismatch leaves no base, reports Failed, and fails the
+// waiting volume with Unavailable (the controller then retries).
+func TestChecksumMismatchLeavesNoBase(t *testing.T) {
+	gi := newImage(t, "corrupt", strings.Repeat("0", 64), nil)
+	newVolume(t, "corrupt-disk", "corrupt")
+	eventually(t, "the base Failed", func() bool {
+		st, ok := baseState("corrupt")
+		return ok && st.State == thinlvmv1.GoldenBaseFailed && strings.Contains(st.Message, "sha256 mismatch")
+	})
+	if _, ok := lvmd.LV(thinlvmv1.BaseLVName(gi)); ok {
+		t.Error("a half-written base is left")
+	}
+	eventually(t, "the volume Failed with Unavailable", func() bool {
+		c := meta.FindStatusCondition(volume(t, "corrupt-disk").Status.Conditions, thinlvmv1.ConditionFailed)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "Unavailable" && strings.Contains(c.Message, "sha256 mismatch")
+	})
+	if _, ok := lvmd.LV("corrupt-disk"); ok {
+		t.Error("the volume has an LV")
+	}
+}
+
+// A prewarm selector matching the node makes the base with no volume.
+func TestPrewarm(t *testing.T) {
+	other := newImage(t, "elsewhere", sum(image), &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "db"}}})
+	gi := newImage(t, "prewarmed", sum(image), &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "vm"}}})
+	eventually(t, "the prewarmed base Ready", func() bool {
+		st, ok := baseState("prewarmed")
+		return ok && st.State == thinlvmv1.GoldenBaseReady
+	})
+	if _, ok := lvmd.LV(thinlvmv1.BaseLVName(gi)); !ok {
+		t.Error("no base LV")
+	}
+	if _, ok := lvmd.LV(thinlvmv1.BaseLVName(other)); ok {
+		t.Error("a base for a selector that does not match the node")
+	}
+}
+
+// A writable base with nobody writing it (the agent died mid-population)
+// is removed and made again.
+func TestHalfWrittenBaseIsRemade(t *testing.T) {
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "interrupted"}, Spec: thinlvmv1.GoldenImageSpec{
+		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: imageURL, SHA256: sum(image)}}, Size: resource.MustParse("1Mi")}}
+	if err := k8s.Create(context.Background(), gi); err != nil {
+		t.Fatal(err)
+	}
+	base := thinlvmv1.BaseLVName(gi)
+	if _, err := lvmd.CreateLV(context.Background(), &pb.CreateLVRequest{Name: base, SizeBytes: 1 << 20, Tags: []string{thinlvmv1.BaseTagPrefix + "interrupted"}}); err != nil {
+		t.Fatal(err)
+	}
+	// What the dead agent wrote, past the image's end: a base made again
+	// reads zeros there.
+	f, err := os.OpenFile(mustLV(t, base).GetDevicePath(), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("garbage"), int64(len(image))+4096); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	newVolume(t, "interrupted-disk", "interrupted")
+	eventually(t, "the volume Ready", func() bool {
+		return meta.IsStatusConditionTrue(volume(t, "interrupted-disk").Status.Conditions, thinlvmv1.ConditionReady)
+	})
+	data, _ := os.ReadFile(mustLV(t, "interrupted-disk").GetDevicePath())
+	if !bytes.Equal(data[:len(image)], image) {
+		t.Error("the volume does not hold the image")
+	}
+	if bytes.Contains(data, []byte("garbage")) {
+		t.Error("the volume holds what the interrupted population left")
+	}
+}
+
+func mustLV(t *testing.T, name string) *pb.LogicalVolume {
+	t.Helper()
+	lv, ok := lvmd.LV(name)
+	if !ok {
+		t.Fatalf("no LV %s", name)
+	}
+	return lv
+}
+
