@@ -309,4 +309,3 @@ func mustLV(t *testing.T, name string) *pb.LogicalVolume {
 	}
 	return lv
 }
-
