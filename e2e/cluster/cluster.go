@@ -57,6 +57,7 @@ type Cluster struct {
 	log     io.Writer
 	temp    bool
 	apiPort int
+	token   string
 	mu      sync.Mutex
 	procs   []*proc
 }
@@ -156,6 +157,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return c, err
 	}
+	c.token = token
 	p := func(n string) string { return filepath.Join(c.Dir, "pki", n) }
 	ports := make([]int, 6)
 	for i := range ports {
@@ -166,7 +168,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	etcdPort, peerPort, kcmPort, schedPort := ports[0], ports[1], ports[3], ports[4]
 	c.apiPort = ports[2]
 	c.Kubeconfig = filepath.Join(c.Dir, "admin.kubeconfig")
-	if err := kubeconfig(c.Kubeconfig, p("ca.crt"), c.apiPort, token); err != nil {
+	if err := kubeconfig(c.Kubeconfig, p("ca.crt"), "127.0.0.1", c.apiPort, token); err != nil {
 		return c, err
 	}
 
@@ -300,6 +302,18 @@ func (c *Cluster) Run(name string, env []string, argv ...string) error {
 	c.procs = append(c.procs, p)
 	c.mu.Unlock()
 	return nil
+}
+
+// started tells whether a process of that name was started here.
+func (c *Cluster) started(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if p.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Alive tells whether the named process still runs.

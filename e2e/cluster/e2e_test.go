@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func run(m *testing.M) int {
 	if err := k.StartThinlvm(start); err != nil {
 		return fail("start thinlvm", err)
 	}
-	vm, err = lvmvm.Start(start, lvmvm.Options{Disks: []string{"16G"}, Log: os.Stderr})
+	vm, err = lvmvm.Start(start, lvmvm.Options{Disks: []string{"16G"}, HostLoopback: true, Log: os.Stderr})
 	if err != nil {
 		return fail("boot the VM", err)
 	}
@@ -71,7 +72,7 @@ func run(m *testing.M) int {
 	if err := vm.StartLVMD(start, "deviceClasses:\n- name: ssd\n  volumeGroup: vg0\n  thinPool: pool0\n  overprovisionRatio: 2\n  default: true\n"); err != nil {
 		return fail("lvmd in the VM", err)
 	}
-	nodes := []cluster.Node{{Name: "node-a"}, {Name: "node-b"}, {Name: vmNode, LVMDAddress: "tcp://" + vm.Addr(lvmvm.LVMDPort)}}
+	nodes := []cluster.Node{{Name: "node-a"}, {Name: "node-b"}, {Name: vmNode, VM: vm, Labels: map[string]string{"thinlvm.io/test-vm": "true"}}}
 	for _, n := range nodes {
 		if err := k.AddNode(start, n); err != nil {
 			return fail("add node "+n.Name, err)
@@ -109,9 +110,14 @@ func run(m *testing.M) int {
 	}
 	code := m.Run()
 	if code != 0 {
-		for _, p := range []string{"thinlvm-controller", "csi-provisioner", "node-node-a", "node-" + vmNode, "thinlvm-scheduler"} {
+		for _, p := range []string{"thinlvm-controller", "csi-provisioner", "node-node-a", "thinlvm-scheduler"} {
 			fmt.Fprintf(os.Stderr, "--- %s log (tail) ---\n%s\n", p, k.Log(p))
 		}
+		b, _ := os.ReadFile(filepath.Join(vm.ShareDir(), "thinlvm-node.log"))
+		if len(b) > 8000 {
+			b = b[len(b)-8000:]
+		}
+		fmt.Fprintf(os.Stderr, "--- %s node agent log (tail) ---\n%s\n", vmNode, b)
 	}
 	return code
 }

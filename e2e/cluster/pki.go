@@ -44,7 +44,8 @@ func pki(dir string) (adminToken string, err error) {
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
+		// 10.0.2.2 is the host as the real-LVM VM's node agent reaches it.
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1"), net.ParseIP("10.0.2.2")},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
@@ -81,13 +82,14 @@ func pki(dir string) (adminToken string, err error) {
 	return adminToken, nil
 }
 
-// kubeconfig writes a kubeconfig for the API server at port with token.
-func kubeconfig(path, caFile string, port int, token string) error {
+// kubeconfig writes a kubeconfig for the API server at host:port with
+// token.
+func kubeconfig(path, caFile, host string, port int, token string) error {
 	return os.WriteFile(path, fmt.Appendf(nil, `apiVersion: v1
 kind: Config
 clusters:
 - name: e2e
-  cluster: {server: "https://127.0.0.1:%d", certificate-authority: %q}
+  cluster: {server: "https://%s:%d", certificate-authority: %q}
 users:
 - name: user
   user: {token: %q}
@@ -95,5 +97,5 @@ contexts:
 - name: e2e
   context: {cluster: e2e, user: user}
 current-context: e2e
-`, port, caFile, token), 0o600)
+`, host, port, caFile, token), 0o600)
 }

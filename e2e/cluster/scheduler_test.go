@@ -100,20 +100,32 @@ func TestSchedulerBurstNeverOversubscribes(t *testing.T) {
 }
 
 // With a golden base Ready on 2 of 5 nodes, VM disks made from it go to
-// those nodes first, spread between them.
+// those nodes first, spread between them. The fake nodes have no devices to
+// populate a base into, so the two holders get a sealed base LV in their
+// simulated lvm; their agents find and report it as they would a populated
+// one.
 func TestSchedulerGoldenBaseLocality(t *testing.T) {
 	nodes := addNodes(t, "gold", "gold", 5, 0)
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}, Spec: thinlvmv1.GoldenImageSpec{
+		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: "http://127.0.0.1:1/unreachable.img", SHA256: strings.Repeat("0", 64)}},
+		Size:   resource.MustParse("2Gi")}}
+	create(t, gi)
+	defer deleteAll(t, gi)
 	for _, n := range nodes[:2] {
-		ln := &thinlvmv1.LVMNode{}
-		if err := k.Client.Get(ctx, types.NamespacedName{Name: n}, ln); err != nil {
-			t.Fatal(err)
-		}
-		patch := client.MergeFrom(ln.DeepCopy())
-		ln.Status.GoldenBases = []thinlvmv1.GoldenBaseStatus{{Name: "ubuntu", LV: "base-ubuntu", State: thinlvmv1.GoldenBaseReady, Size: resource.MustParse("2Gi")}}
-		if err := k.Client.Status().Patch(ctx, ln, patch); err != nil {
+		if err := k.AddFakeBase(n, gi); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// Any change of the GoldenImage makes every agent look at its bases.
+	patch := client.MergeFrom(gi.DeepCopy())
+	gi.Annotations = map[string]string{"test/touch": "1"}
+	if err := k.Client.Patch(ctx, gi, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the GoldenImage Ready on 2 nodes", time.Minute, func() (bool, error) {
+		err := k.Client.Get(ctx, client.ObjectKeyFromObject(gi), gi)
+		return err == nil && gi.Status.ReadyNodes == 2, err
+	})
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "thinlvm-golden"}, Provisioner: thinlvmv1.DriverName,
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), Parameters: map[string]string{"thinlvm.io/golden-image": "ubuntu"}}
 	if err := cluster.IgnoreAlreadyExists(k.Client.Create(ctx, sc)); err != nil {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 )
 
 // StartThinlvm installs the CRDs and CSIDriver and starts thinlvm's
@@ -99,6 +100,11 @@ type Node struct {
 	LVMDAddress string
 	// Labels are extra Node labels.
 	Labels map[string]string
+	// VM, when set, runs the node agent inside the real-LVM VM (booted
+	// with HostLoopback, lvmd started), as on a real node: it reaches the
+	// API server through the VM's gateway and writes golden bases to the
+	// VM's devices. LVMDAddress is then ignored.
+	VM *lvmvm.VM
 }
 
 // AddNode creates a kwok-managed Node with thinlvm's topology label and its
@@ -132,6 +138,9 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 	if err := IgnoreAlreadyExists(c.Client.Create(ctx, csiNode)); err != nil {
 		return fmt.Errorf("create CSINode %s: %w", n.Name, err)
 	}
+	if n.VM != nil {
+		return c.startVMAgent(ctx, n)
+	}
 	lvmdAddr := n.LVMDAddress
 	if lvmdAddr == "" {
 		size := n.VGSize
@@ -153,13 +162,46 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 		"--lvmd-address="+lvmdAddr, "--csi-address="+csiAddr, "--lvmnode-interval=500ms", "--no-space-retry=5s", "-v=2")
 }
 
+// VMAgentProcess is the VM guest agent's name for the node agent.
+const VMAgentProcess = "thinlvm-node"
+
+// startVMAgent starts thinlvm-node in the VM with a kubeconfig whose server
+// is the host's API server as the guest reaches it.
+func (c *Cluster) startVMAgent(ctx context.Context, n Node) error {
+	share := n.VM.ShareDir()
+	ca, err := os.ReadFile(filepath.Join(c.Dir, "pki", "ca.crt"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(share, "ca.crt"), ca, 0o644); err != nil {
+		return err
+	}
+	if err := kubeconfig(filepath.Join(share, "node.kubeconfig"), "/share/ca.crt", lvmvm.HostAddress, c.apiPort, c.token); err != nil {
+		return err
+	}
+	return c.RestartVMAgent(ctx, n.VM, n.Name)
+}
+
+// RestartVMAgent (re)starts the VM's node agent, e.g. after a test killed
+// it.
+func (c *Cluster) RestartVMAgent(ctx context.Context, vm *lvmvm.VM, name string) error {
+	return vm.Spawn(ctx, VMAgentProcess, "/share/thinlvm-node.log", "/share/bin/thinlvm-node", "--node-name="+name,
+		"--kubeconfig=/share/node.kubeconfig", fmt.Sprintf("--lvmd-address=tcp://127.0.0.1:%d", lvmvm.LVMDPort),
+		fmt.Sprintf("--csi-address=tcp://0.0.0.0:%d", lvmvm.CSIPort), "--lvmnode-interval=500ms", "--no-space-retry=5s",
+		"--golden-retry=5s", "--qemu-img=/usr/bin/qemu-img", "--scratch-dir=/tmp", "-v=2")
+}
+
 // WaitLVMNode waits until the node's LVMNode reports a device class.
 func (c *Cluster) WaitLVMNode(ctx context.Context, name string) error {
+	var procs []string
+	if c.started("node-" + name) { // not when the agent runs in the VM
+		procs = append(procs, "node-"+name)
+	}
 	return c.WaitFor(ctx, "LVMNode "+name, 2*time.Minute, func() (bool, error) {
 		ln := &thinlvmv1.LVMNode{}
 		err := c.Client.Get(ctx, types.NamespacedName{Name: name}, ln)
 		return err == nil && len(ln.Status.DeviceClasses) > 0, client.IgnoreNotFound(err)
-	}, "node-"+name)
+	}, procs...)
 }
 
 func (c *Cluster) startFakeLVMD(node string, size uint64) error {
@@ -188,6 +230,34 @@ func (c *Cluster) FillFakePool(node string) error {
 		return fmt.Errorf("fake node %s has no thin pool", node)
 	}
 	pools[0].(map[string]any)["DataPercent"] = 100.0
+	if data, err = json.Marshal(st); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return err
+	}
+	return c.startFakeLVMD(node, 0)
+}
+
+// AddFakeBase gives a fake node a sealed golden base of image, as if its
+// agent had populated it (a fake node has no devices to write): a
+// read-only, inactive thin LV tagged for the image. lvmd is restarted
+// around the change.
+func (c *Cluster) AddFakeBase(node string, image *thinlvmv1.GoldenImage) error {
+	c.Kill("lvmd-" + node)
+	path := filepath.Join(c.Dir, "nodes", node, "lvm.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var st map[string]any
+	if err := json.Unmarshal(data, &st); err != nil {
+		return err
+	}
+	lvs, _ := st["LVs"].([]any)
+	st["LVs"] = append(lvs, map[string]any{"VG": "vg0", "Name": thinlvmv1.BaseLVName(image), "Pool": "pool0",
+		"UUID": "fakebase-" + string(image.UID)[:8], "Size": image.Spec.Size.Value(),
+		"Tags": []string{"thinlvm", thinlvmv1.BaseTagPrefix + image.Name}, "ReadOnly": true, "Inactive": true})
 	if data, err = json.Marshal(st); err != nil {
 		return err
 	}

@@ -40,9 +40,17 @@ type Options struct {
 	// into /share/bin; thinlvm-lvmd, thinlvm-node and the guest agent
 	// always are.
 	Packages []string
+	// HostLoopback lets the guest reach the host's 127.0.0.1 as
+	// HostAddress (the API server, a test's HTTP server). Without it the
+	// guest can send nothing out.
+	HostLoopback bool
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
 }
+
+// HostAddress is the host's loopback as the guest sees it with
+// Options.HostLoopback (qemu user networking's gateway).
+const HostAddress = "10.0.2.2"
 
 // VM is a running test VM.
 type VM struct {
@@ -172,8 +180,12 @@ func Start(ctx context.Context, o Options) (vm *VM, err error) {
 			"-device", fmt.Sprintf("virtio-blk-pci,drive=d%d,serial=lvmvm%d", i, i))
 	}
 	// restrict=on: the guest cannot send anything out; the host reaches it
-	// only through forwards bound to 127.0.0.1.
+	// only through forwards bound to 127.0.0.1. With HostLoopback the
+	// guest's connections to HostAddress reach the host's loopback.
 	netdev := "user,id=n0,restrict=on"
+	if o.HostLoopback {
+		netdev = "user,id=n0,restrict=off"
+	}
 	for _, gp := range append([]int{AgentPort, LVMDPort, LVMDMetricsPort, CSIPort}, o.GuestPorts...) {
 		if _, ok := vm.ports[gp]; ok {
 			continue
