@@ -69,7 +69,7 @@ func run(m *testing.M) int {
 	if err := vm.SetupThinPool(start, "/dev/vda", "vg0", "pool0", "8G", "64M"); err != nil {
 		return fail("thin pool", err)
 	}
-	if err := vm.StartLVMD(start, "deviceClasses:\n- name: ssd\n  volumeGroup: vg0\n  thinPool: pool0\n  overprovisionRatio: 2\n  default: true\n"); err != nil {
+	if err := vm.StartLVMD(start, "deviceClasses:\n- name: ssd\n  volumeGroup: vg0\n  thinPool: pool0\n  overprovisionRatio: 4\n  default: true\n"); err != nil {
 		return fail("lvmd in the VM", err)
 	}
 	nodes := []cluster.Node{{Name: "node-a"}, {Name: "node-b"}, {Name: vmNode, VM: vm, Labels: map[string]string{"thinlvm.io/test-vm": "true"}}}
@@ -160,7 +160,7 @@ func pod(name string, block bool, affinity *corev1.Affinity, claims ...string) *
 	return p
 }
 
-func create(t *testing.T, objs ...client.Object) {
+func create(t testing.TB, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
 		if err := k.Client.Create(ctx, o); err != nil {
@@ -169,7 +169,7 @@ func create(t *testing.T, objs ...client.Object) {
 	}
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
 	if err := k.WaitFor(ctx, what, timeout, cond); err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool
 }
 
 // bound waits until the claim is Bound and returns it with its PV.
-func bound(t *testing.T, name string) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
+func bound(t testing.TB, name string) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
 	t.Helper()
 	c := &corev1.PersistentVolumeClaim{}
 	waitFor(t, "PVC "+name+" to bind", 3*time.Minute, func() (bool, error) {
@@ -196,7 +196,7 @@ func pvNode(pv *corev1.PersistentVolume) string {
 	return pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0]
 }
 
-func running(t *testing.T, name string) *corev1.Pod {
+func running(t testing.TB, name string) *corev1.Pod {
 	t.Helper()
 	p := &corev1.Pod{}
 	waitFor(t, "pod "+name+" to run", 3*time.Minute, func() (bool, error) {
@@ -206,7 +206,7 @@ func running(t *testing.T, name string) *corev1.Pod {
 	return p
 }
 
-func logicalVolume(t *testing.T, name string) *thinlvmv1.LogicalVolume {
+func logicalVolume(t testing.TB, name string) *thinlvmv1.LogicalVolume {
 	t.Helper()
 	lv := &thinlvmv1.LogicalVolume{}
 	if err := k.Client.Get(ctx, types.NamespacedName{Name: name}, lv); err != nil {
@@ -215,7 +215,7 @@ func logicalVolume(t *testing.T, name string) *thinlvmv1.LogicalVolume {
 	return lv
 }
 
-func gone(t *testing.T, obj client.Object) {
+func gone(t testing.TB, obj client.Object) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("%T %s to be deleted", obj, obj.GetName()), 2*time.Minute, func() (bool, error) {
 		err := k.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
@@ -223,7 +223,7 @@ func gone(t *testing.T, obj client.Object) {
 	})
 }
 
-func deleteAll(t *testing.T, objs ...client.Object) {
+func deleteAll(t testing.TB, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
 		if err := k.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {

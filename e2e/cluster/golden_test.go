@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/cluster"
@@ -166,7 +167,8 @@ func goldenImage(name, url, sha string, format thinlvmv1.ImageFormat, size strin
 		Size: resource.MustParse(size)}}
 }
 
-// goldenClass is a Block, WaitForFirstConsumer class of VM disks from image.
+// goldenClass makes a Block, WaitForFirstConsumer class of VM disks from
+// image, deleted when the test ends.
 func goldenClass(t testing.TB, name, image string) *storagev1.StorageClass {
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: thinlvmv1.DriverName,
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), AllowVolumeExpansion: ptr.To(true),
@@ -174,6 +176,7 @@ func goldenClass(t testing.TB, name, image string) *storagev1.StorageClass {
 	if err := k.Client.Create(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = k.Client.Delete(ctx, sc) })
 	if err := k.WaitCapacityFor(ctx, vmNode, name); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +194,7 @@ func vmDisk(t testing.TB, name, class, size string) {
 }
 
 // lvOf is the LV of a bound claim in the VM.
-func lvOf(t *testing.T, claim string) string {
+func lvOf(t testing.TB, claim string) string {
 	t.Helper()
 	_, pv := bound(t, claim)
 	return logicalVolume(t, pv.Spec.CSI.VolumeHandle).Status.VolumeID
@@ -209,7 +212,7 @@ func inGuest(t testing.TB, argv ...string) string {
 
 // readFile mounts an LV's ext4 file system read-only in the VM and returns
 // the file's content ("" when absent).
-func readFile(t *testing.T, lv, file string) string {
+func readFile(t testing.TB, lv, file string) string {
 	t.Helper()
 	dir := "/mnt/" + lv
 	inGuest(t, "mkdir", "-p", dir)
@@ -223,7 +226,7 @@ func readFile(t *testing.T, lv, file string) string {
 }
 
 // writeFile writes content to file on an LV's ext4 file system in the VM.
-func writeFile(t *testing.T, lv, file, content string) {
+func writeFile(t testing.TB, lv, file, content string) {
 	t.Helper()
 	dir := "/mnt/" + lv
 	if err := os.WriteFile(filepath.Join(vm.ShareDir(), file), []byte(content), 0o644); err != nil {
@@ -236,7 +239,7 @@ func writeFile(t *testing.T, lv, file, content string) {
 }
 
 // bases are the golden base LVs in the VM with their attributes.
-func bases(t *testing.T) map[string][]string {
+func bases(t testing.TB) map[string][]string {
 	t.Helper()
 	all, err := vm.LVS(ctx, "vg0", "lv_attr,lv_tags,lv_size")
 	if err != nil {
@@ -251,7 +254,7 @@ func bases(t *testing.T) map[string][]string {
 	return out
 }
 
-func imageStatus(t *testing.T, name string) *thinlvmv1.GoldenImage {
+func imageStatus(t testing.TB, name string) *thinlvmv1.GoldenImage {
 	t.Helper()
 	gi := &thinlvmv1.GoldenImage{}
 	if err := k.Client.Get(ctx, types.NamespacedName{Name: name}, gi); err != nil {
@@ -260,7 +263,7 @@ func imageStatus(t *testing.T, name string) *thinlvmv1.GoldenImage {
 	return gi
 }
 
-func cleanupDisks(t *testing.T, names ...string) {
+func cleanupDisks(t testing.TB, names ...string) {
 	t.Helper()
 	var objs []client.Object
 	for _, n := range names {
@@ -279,7 +282,6 @@ func TestGoldenImageVMDisks(t *testing.T) {
 	gi := goldenImage("debian-xz", images.add("/debian.raw.xz", body), sum(body), thinlvmv1.FormatRaw, "256Mi")
 	create(t, gi)
 	goldenClass(t, "golden-debian", gi.Name)
-	defer func() { _ = k.Client.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "golden-debian"}}) }()
 
 	vmDisk(t, "disk-a", "golden-debian", "1Gi")
 	vmDisk(t, "disk-b", "golden-debian", "1Gi")
@@ -347,7 +349,6 @@ func TestGoldenImageChecksumMismatch(t *testing.T) {
 	create(t, gi)
 	defer deleteAll(t, gi)
 	goldenClass(t, "golden-corrupt", gi.Name)
-	defer func() { _ = k.Client.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "golden-corrupt"}}) }()
 	vmDisk(t, "disk-corrupt", "golden-corrupt", "1Gi")
 	defer cleanupDisks(t, "disk-corrupt")
 	waitFor(t, "the GoldenImage Degraded", 3*time.Minute, func() (bool, error) {
@@ -374,7 +375,6 @@ func TestGoldenImageOnePopulationForFiveDisks(t *testing.T) {
 	create(t, gi)
 	defer deleteAll(t, gi)
 	goldenClass(t, "golden-qcow2", gi.Name)
-	defer func() { _ = k.Client.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "golden-qcow2"}}) }()
 	var names []string
 	for i := range 5 {
 		names = append(names, fmt.Sprintf("qdisk-%d", i))
@@ -451,7 +451,6 @@ func TestGoldenImagePopulationInterrupted(t *testing.T) {
 	}
 	// The whole image is in the base: a disk from it holds every byte.
 	goldenClass(t, "golden-slow", gi.Name)
-	defer func() { _ = k.Client.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "golden-slow"}}) }()
 	vmDisk(t, "disk-slow", "golden-slow", "64Mi")
 	defer cleanupDisks(t, "disk-slow")
 	lv := lvOf(t, "disk-slow")
@@ -463,5 +462,90 @@ func TestGoldenImagePopulationInterrupted(t *testing.T) {
 	defer os.Remove(filepath.Join(vm.ShareDir(), "disk-slow.img"))
 	if sum(got) != sum(raw) {
 		t.Error("the disk does not hold the image byte for byte")
+	}
+}
+
+// exampleObject reads one object of deploy/examples/kubevirt into out.
+func exampleObject(t testing.TB, file string, out any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "examples", "kubevirt", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, out); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+}
+
+// The KubeVirt example as a user applies it: its StorageClass, GoldenImage
+// (its URL and checksum swapped for a local qcow2 image: nothing is
+// downloaded from outside) and root-disk claim; the VirtualMachine needs
+// KubeVirt, so a pod on the VM node stands in for its virt-launcher. The
+// claim binds as a Block volume, a snapshot of the base, holding the image.
+func TestKubeVirtExample(t *testing.T) {
+	var sc storagev1.StorageClass
+	var gi thinlvmv1.GoldenImage
+	var claim corev1.PersistentVolumeClaim
+	var vmObj struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Volumes []struct {
+						Name                  string `json:"name"`
+						PersistentVolumeClaim *struct {
+							ClaimName string `json:"claimName"`
+						} `json:"persistentVolumeClaim"`
+					} `json:"volumes"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	exampleObject(t, "storageclass.yaml", &sc)
+	exampleObject(t, "goldenimage.yaml", &gi)
+	exampleObject(t, "vm-root-disk.yaml", &claim)
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "examples", "kubevirt", "virtualmachine.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &vmObj); err != nil {
+		t.Fatal(err)
+	}
+	var root string
+	for _, v := range vmObj.Spec.Template.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			root = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	if vmObj.Kind != "VirtualMachine" || root != claim.Name || claim.Spec.VolumeMode == nil || *claim.Spec.VolumeMode != corev1.PersistentVolumeBlock ||
+		*claim.Spec.StorageClassName != sc.Name || sc.Parameters[thinlvmv1.GoldenImageParameter] != gi.Name || gi.Spec.Format != thinlvmv1.FormatQCOW2 {
+		t.Fatalf("the example's objects do not fit together: VM root claim %q, claim %s (%v, class %s), class %s of image %q, image %s (%s)",
+			root, claim.Name, claim.Spec.VolumeMode, *claim.Spec.StorageClassName, sc.Name, sc.Parameters[thinlvmv1.GoldenImageParameter], gi.Name, gi.Spec.Format)
+	}
+
+	images := newImageServer(t)
+	body := toQCOW2(t, makeImage(t, 64<<20))
+	gi.Spec.Source.HTTP.URL, gi.Spec.Source.HTTP.SHA256 = images.add("/ubuntu.qcow2", body), sum(body)
+	create(t, &gi, &sc)
+	defer deleteAll(t, &gi, &sc)
+	if err := k.WaitCapacityFor(ctx, vmNode, sc.Name); err != nil {
+		t.Fatal(err)
+	}
+	create(t, &claim, pod("virt-launcher-vm1", true, onNode(vmNode), claim.Name))
+	defer cleanupDisks(t, "virt-launcher-vm1", claim.Name)
+	c, pv := bound(t, claim.Name)
+	if pv.Spec.VolumeMode == nil || *pv.Spec.VolumeMode != corev1.PersistentVolumeBlock || c.Status.Capacity.Storage().Cmp(*claim.Spec.Resources.Requests.Storage()) != 0 {
+		t.Errorf("PV %s: mode %v, claim capacity %v; want a Block volume of the requested size", pv.Name, pv.Spec.VolumeMode, c.Status.Capacity.Storage())
+	}
+	lv := logicalVolume(t, pv.Spec.CSI.VolumeHandle).Status.VolumeID
+	all, err := vm.LVS(ctx, "vg0", "origin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := all[lv]; len(got) != 1 || got[0] != thinlvmv1.BaseLVName(&gi) {
+		t.Errorf("root disk LV %s has origin %v, want the base %s", lv, got, thinlvmv1.BaseLVName(&gi))
+	}
+	if got := readFile(t, lv, "hello.txt"); got != helloText {
+		t.Errorf("root disk: hello.txt is %q", got)
 	}
 }

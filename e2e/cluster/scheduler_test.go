@@ -24,7 +24,7 @@ func labelled(key string) *corev1.Affinity {
 			{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}}}}}}}
 }
 
-func addNodes(t *testing.T, prefix, label string, n int, size uint64) []string {
+func addNodes(t testing.TB, prefix, label string, n int, size uint64) []string {
 	t.Helper()
 	var names []string
 	for i := range n {
@@ -46,7 +46,7 @@ func addNodes(t *testing.T, prefix, label string, n int, size uint64) []string {
 }
 
 // placement returns where each of the pods runs (waiting for all).
-func placement(t *testing.T, pods []string) map[string]int {
+func placement(t testing.TB, pods []string) map[string]int {
 	t.Helper()
 	per := map[string]int{}
 	for _, p := range pods {

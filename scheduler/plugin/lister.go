@@ -26,7 +26,12 @@ type clusterLister struct {
 	scs      storagelisters.StorageClassLister
 	lvmNodes cache.Indexer
 	lvs      cache.Indexer
+	images   cache.Indexer
 	dyn      dynamic.Interface
+}
+
+func (l *clusterLister) GoldenImage(name string) (*thinlvmv1.GoldenImage, error) {
+	return fromIndexer[thinlvmv1.GoldenImage](l.images, "goldenimages", name)
 }
 
 func (l *clusterLister) PVC(ns, name string) (*corev1.PersistentVolumeClaim, error) {

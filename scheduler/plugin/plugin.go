@@ -40,6 +40,7 @@ const stateKey fwk.StateKey = Name + "/demand"
 var (
 	lvmNodesGVR        = thinlvmv1.GroupVersion.WithResource("lvmnodes")
 	logicalVolumesGVR  = thinlvmv1.GroupVersion.WithResource("logicalvolumes")
+	goldenImagesGVR    = thinlvmv1.GroupVersion.WithResource("goldenimages")
 	volumeSnapshotGVR  = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshots"}
 	snapshotContentGVR = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotcontents"}
 )
@@ -74,6 +75,7 @@ type Lister interface {
 	LVMNode(name string) (*thinlvmv1.LVMNode, error)
 	LVMNodes() ([]*thinlvmv1.LVMNode, error)
 	LogicalVolume(name string) (*thinlvmv1.LogicalVolume, error)
+	GoldenImage(name string) (*thinlvmv1.GoldenImage, error)
 	// SnapshotVolume is the CSI snapshot ID of a bound VolumeSnapshot.
 	SnapshotHandle(ctx context.Context, namespace, name string) (string, error)
 }
@@ -110,7 +112,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := lvs.SetTransform(typed[thinlvmv1.LogicalVolume]); err != nil {
 		return nil, err
 	}
-	l.lvmNodes, l.lvs = lvmNodes.GetIndexer(), lvs.GetIndexer()
+	images := factory.ForResource(goldenImagesGVR).Informer()
+	if err := images.SetTransform(typed[thinlvmv1.GoldenImage]); err != nil {
+		return nil, err
+	}
+	l.lvmNodes, l.lvs, l.images = lvmNodes.GetIndexer(), lvs.GetIndexer(), images.GetIndexer()
 	factory.Start(ctx.Done())
 	for gvr, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
@@ -276,6 +282,12 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 				if contains(d.images, b.Name) && b.Size.Value() > d.baseSizes[b.Name] {
 					d.baseSizes[b.Name] = b.Size.Value()
 				}
+			}
+		}
+		// A base no node holds yet has its GoldenImage's size.
+		for _, img := range d.images {
+			if gi, err := p.lister.GoldenImage(img); err == nil && gi.Spec.Size.Value() > d.baseSizes[img] {
+				d.baseSizes[img] = gi.Spec.Size.Value()
 			}
 		}
 	}
@@ -525,11 +537,12 @@ func (p *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.P
 
 // EventsToRegister requeues pods this plugin rejected when an LVMNode
 // changes (room freed, a golden base became Ready: bases are reported in
-// LVMNodes) or a claim is added or updated. The GoldenImage resource does
-// not exist yet; its events join when it does.
+// LVMNodes), a GoldenImage is made or changes, or a claim is added or
+// updated.
 func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("lvmnodes.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("goldenimages.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
 		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolumeClaim, ActionType: fwk.Add | fwk.Update}},
 	}, nil
 }

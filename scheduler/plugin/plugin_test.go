@@ -28,7 +28,12 @@ type fakeLister struct {
 	scs       map[string]*storagev1.StorageClass
 	nodes     map[string]*thinlvmv1.LVMNode
 	lvs       map[string]*thinlvmv1.LogicalVolume
+	images    map[string]*thinlvmv1.GoldenImage
 	snapshots map[string]string
+}
+
+func (f *fakeLister) GoldenImage(name string) (*thinlvmv1.GoldenImage, error) {
+	return get(f.images, "goldenimages", name)
 }
 
 func notFound(what, name string) error {
@@ -380,8 +385,26 @@ func TestEventsToRegister(t *testing.T) {
 	for _, e := range events {
 		got = append(got, string(e.Event.Resource))
 	}
-	if !strings.Contains(strings.Join(got, ","), "lvmnodes.v1alpha1.thinlvm.io") {
-		t.Errorf("events %v: want LVMNode changes to requeue", got)
+	for _, want := range []string{"lvmnodes.v1alpha1.thinlvm.io", "goldenimages.v1alpha1.thinlvm.io"} {
+		if !strings.Contains(strings.Join(got, ","), want) {
+			t.Errorf("events %v: want %s changes to requeue", got, want)
+		}
+	}
+}
+
+// Before any node holds the base, its GoldenImage's size counts against
+// every node's room.
+func TestMissingBaseTakesTheImageSize(t *testing.T) {
+	f := newFake()
+	f.images = map[string]*thinlvmv1.GoldenImage{"ubuntu": {ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"},
+		Spec: thinlvmv1.GoldenImageSpec{Size: resource.MustParse("4Gi")}}}
+	f.addNode("roomy", "7Gi", "20Gi")
+	f.addNode("tight", "5Gi", "20Gi")
+	f.addClaim("root", "golden", "2Gi")
+	p := NewWithLister(defaultArgs(), f)
+	_, _, st := cycle(t, p, podWith("vm", "root"), "roomy", "tight")
+	if !st["roomy"].IsSuccess() || st["tight"].IsSuccess() {
+		t.Errorf("filter roomy %v, tight %v: want only roomy to fit a 2Gi disk plus the 4Gi base", st["roomy"], st["tight"])
 	}
 }
 
