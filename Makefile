@@ -49,7 +49,7 @@ build: ## Build the binaries into bin/.
 test: test-unit test-lvm sanity e2e ## Run all tests: unit and envtest, real-LVM, csi-sanity, end-to-end.
 
 .PHONY: test-unit
-test-unit: ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
+test-unit: lvmvm-image ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e/)
 
