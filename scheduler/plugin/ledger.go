@@ -60,21 +60,32 @@ func (l *ledger) dropLocked(pod types.UID) {
 	}
 }
 
-// reserved sums what is held on node for class. settled tells whether a
-// reservation is now part of the node's reported capacity; settled and
-// expired reservations are dropped. The common case, nothing to drop, takes
-// only the read lock: Filter workers ask in parallel.
-func (l *ledger) reserved(node, class string, settled func(reservation) bool) int64 {
+// held sums, per node and device class, what the ledger holds: one pass
+// per scheduling cycle, so that Filter and Score, called for every node,
+// read a plain map and take no lock. settled and expired reservations are
+// dropped on the way.
+func (l *ledger) held(settled func(reservation) bool) map[string]map[string]int64 {
 	l.mu.RLock()
-	var sum int64
+	if len(l.byNode) == 0 {
+		l.mu.RUnlock()
+		return nil
+	}
+	out := make(map[string]map[string]int64, len(l.byNode))
 	var drop []types.UID
 	now := l.now()
-	for uid, r := range l.byNode[node] {
-		if now.Sub(r.at) > l.ttl || settled(r) {
-			drop = append(drop, uid)
-			continue
+	for node, rs := range l.byNode {
+		for uid, r := range rs {
+			if now.Sub(r.at) > l.ttl || settled(r) {
+				drop = append(drop, uid)
+				continue
+			}
+			if out[node] == nil {
+				out[node] = map[string]int64{}
+			}
+			for class, b := range r.bytes {
+				out[node][class] += b
+			}
 		}
-		sum += r.bytes[class]
 	}
 	l.mu.RUnlock()
 	if len(drop) > 0 {
@@ -84,7 +95,7 @@ func (l *ledger) reserved(node, class string, settled func(reservation) bool) in
 		}
 		l.mu.Unlock()
 	}
-	return sum
+	return out
 }
 
 func (l *ledger) len() int {
