@@ -13,93 +13,82 @@ type reservation struct {
 	bytes  map[string]int64 // by device class
 	claims []string         // namespace/name of the pod's thinlvm claims
 	at     time.Time
+	// recheck is when to ask again whether the node reports the volumes.
+	recheck time.Time
 }
+
+// nodeClass keys what is held on one device class of one node.
+type nodeClass struct{ node, class string }
+
+// recheckAfter is how long a reservation found not yet reported is counted
+// without asking again: settling is a few lister reads per claim, and a
+// burst holds one reservation per pod, so asking every cycle would cost
+// O(pods) lookups per pod. Counting a settled reservation a little longer
+// only errs on the safe side.
+const recheckAfter = 500 * time.Millisecond
 
 // ledger holds the bytes reserved for pods that the LVMNode status does
 // not show yet, so that a burst of pods cannot all fit into the same room.
-// It is indexed by node: Filter asks it for every node of every cycle.
 type ledger struct {
-	mu     sync.RWMutex
-	byNode map[string]map[types.UID]reservation
-	nodeOf map[types.UID]string
-	ttl    time.Duration
-	now    func() time.Time
+	mu      sync.Mutex
+	pods    map[types.UID]*reservation
+	ttl     time.Duration
+	recheck time.Duration
+	now     func() time.Time
 }
 
 func newLedger(ttl time.Duration) *ledger {
-	return &ledger{byNode: map[string]map[types.UID]reservation{}, nodeOf: map[types.UID]string{}, ttl: ttl, now: time.Now}
+	return &ledger{pods: map[types.UID]*reservation{}, ttl: ttl, recheck: recheckAfter, now: time.Now}
 }
 
 func (l *ledger) reserve(pod types.UID, r reservation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.dropLocked(pod)
 	r.at = l.now()
-	if l.byNode[r.node] == nil {
-		l.byNode[r.node] = map[types.UID]reservation{}
-	}
-	l.byNode[r.node][pod] = r
-	l.nodeOf[pod] = r.node
+	r.recheck = r.at
+	l.pods[pod] = &r
 }
 
 func (l *ledger) release(pod types.UID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.dropLocked(pod)
+	delete(l.pods, pod)
 }
 
-func (l *ledger) dropLocked(pod types.UID) {
-	node, ok := l.nodeOf[pod]
-	if !ok {
-		return
-	}
-	delete(l.nodeOf, pod)
-	delete(l.byNode[node], pod)
-	if len(l.byNode[node]) == 0 {
-		delete(l.byNode, node)
-	}
-}
-
-// held sums, per node and device class, what the ledger holds: one pass
-// per scheduling cycle, so that Filter and Score, called for every node,
-// read a plain map and take no lock. settled and expired reservations are
-// dropped on the way.
-func (l *ledger) held(settled func(reservation) bool) map[string]map[string]int64 {
-	l.mu.RLock()
-	if len(l.byNode) == 0 {
-		l.mu.RUnlock()
+// held sums what the ledger holds per node and device class, dropping
+// expired reservations and those settled tells are now part of their node's
+// reported capacity. It runs once per scheduling cycle (PreFilter), so that
+// Filter and Score, called for every node, read a plain map and take no
+// lock.
+func (l *ledger) held(settled func(reservation) bool) map[nodeClass]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.pods) == 0 {
 		return nil
 	}
-	out := make(map[string]map[string]int64, len(l.byNode))
-	var drop []types.UID
+	out := make(map[nodeClass]int64, len(l.pods))
 	now := l.now()
-	for node, rs := range l.byNode {
-		for uid, r := range rs {
-			if now.Sub(r.at) > l.ttl || settled(r) {
-				drop = append(drop, uid)
+	for uid, r := range l.pods {
+		if now.Sub(r.at) > l.ttl {
+			delete(l.pods, uid)
+			continue
+		}
+		if !now.Before(r.recheck) {
+			if settled(*r) {
+				delete(l.pods, uid)
 				continue
 			}
-			if out[node] == nil {
-				out[node] = map[string]int64{}
-			}
-			for class, b := range r.bytes {
-				out[node][class] += b
-			}
+			r.recheck = now.Add(l.recheck)
 		}
-	}
-	l.mu.RUnlock()
-	if len(drop) > 0 {
-		l.mu.Lock()
-		for _, uid := range drop {
-			l.dropLocked(uid)
+		for class, b := range r.bytes {
+			out[nodeClass{r.node, class}] += b
 		}
-		l.mu.Unlock()
 	}
 	return out
 }
 
 func (l *ledger) len() int {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return len(l.nodeOf)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pods)
 }

@@ -179,7 +179,7 @@ type demand struct {
 	claims     []string
 	// held is what the ledger holds per node and class, read once per
 	// cycle in PreFilter.
-	held map[string]map[string]int64
+	held map[nodeClass]int64
 }
 
 // Clone implements fwk.StateData; a demand is never changed after PreFilter.
@@ -343,7 +343,7 @@ func demandFrom(state fwk.CycleState) (*demand, *fwk.Status) {
 // less what the ledger promised to pods the report does not show yet (as
 // of this cycle's PreFilter).
 func (d *demand) free(node string, dc *thinlvmv1.DeviceClassStatus) int64 {
-	return dc.Available.Value() - d.held[node][dc.Name]
+	return dc.Available.Value() - d.held[nodeClass{node, dc.Name}]
 }
 
 // settleAfter is how long after its LV is made a reservation still counts:

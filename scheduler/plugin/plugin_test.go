@@ -245,6 +245,7 @@ func TestReservationSettles(t *testing.T) {
 	f.addClaim("a", "thin", "6Gi")
 	args := defaultArgs()
 	p := NewWithLister(args, f)
+	p.ledger.recheck = 0 // ask every cycle: this test follows each step
 	state, _, _ := cycle(t, p, podWith("pa", "a"), "n1")
 	p.Reserve(context.Background(), state, podWith("pa", "a"), "n1")
 	f.addClaim("b", "thin", "6Gi")
@@ -279,6 +280,30 @@ func TestReservationSettles(t *testing.T) {
 	p.ledger.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
 	if _, _, st := cycle(t, p, podWith("pb", "b"), "n1"); !st["n1"].IsSuccess() {
 		t.Errorf("an expired reservation still holds room: %v", st["n1"])
+	}
+}
+
+// A reservation found unsettled is not asked about again for a while: a
+// burst's cycles do not each re-read every pending claim.
+func TestUnsettledReservationsAreRecheckedLater(t *testing.T) {
+	l := newLedger(time.Hour)
+	now := time.Now()
+	l.now = func() time.Time { return now }
+	l.reserve("a", reservation{node: "n1", bytes: map[string]int64{"ssd": 1}})
+	asked := 0
+	settled := func(reservation) bool { asked++; return false }
+	for range 3 {
+		if got := l.held(settled)[nodeClass{"n1", "ssd"}]; got != 1 {
+			t.Fatalf("held %d, want 1", got)
+		}
+	}
+	if asked != 1 {
+		t.Errorf("asked %d times within %v, want once", asked, recheckAfter)
+	}
+	now = now.Add(recheckAfter)
+	l.held(settled)
+	if asked != 2 {
+		t.Errorf("asked %d times after %v, want twice", asked, recheckAfter)
 	}
 }
 
