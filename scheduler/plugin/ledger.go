@@ -29,66 +29,82 @@ const recheckAfter = 500 * time.Millisecond
 
 // ledger holds the bytes reserved for pods that the LVMNode status does
 // not show yet, so that a burst of pods cannot all fit into the same room.
+// It keeps the sum per node and device class as reservations come and go:
+// Filter and Score ask for it for every node of every cycle.
 type ledger struct {
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	pods    map[types.UID]*reservation
+	sums    map[nodeClass]int64
 	ttl     time.Duration
 	recheck time.Duration
 	now     func() time.Time
 }
 
 func newLedger(ttl time.Duration) *ledger {
-	return &ledger{pods: map[types.UID]*reservation{}, ttl: ttl, recheck: recheckAfter, now: time.Now}
+	return &ledger{pods: map[types.UID]*reservation{}, sums: map[nodeClass]int64{}, ttl: ttl, recheck: recheckAfter, now: time.Now}
 }
 
 func (l *ledger) reserve(pod types.UID, r reservation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.dropLocked(pod)
 	r.at = l.now()
 	r.recheck = r.at
 	l.pods[pod] = &r
+	for class, b := range r.bytes {
+		l.sums[nodeClass{r.node, class}] += b
+	}
 }
 
 func (l *ledger) release(pod types.UID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.pods, pod)
+	l.dropLocked(pod)
 }
 
-// held sums what the ledger holds per node and device class, dropping
-// expired reservations and those settled tells are now part of their node's
-// reported capacity. It runs once per scheduling cycle (PreFilter), so that
-// Filter and Score, called for every node, read a plain map and take no
-// lock.
-func (l *ledger) held(settled func(reservation) bool) map[nodeClass]int64 {
+func (l *ledger) dropLocked(pod types.UID) {
+	r, ok := l.pods[pod]
+	if !ok {
+		return
+	}
+	delete(l.pods, pod)
+	for class, b := range r.bytes {
+		k := nodeClass{r.node, class}
+		if l.sums[k] -= b; l.sums[k] == 0 {
+			delete(l.sums, k)
+		}
+	}
+}
+
+// sweep drops expired reservations and those settled tells are now part of
+// their node's reported capacity. It runs once per scheduling cycle
+// (PreFilter).
+func (l *ledger) sweep(settled func(reservation) bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.pods) == 0 {
-		return nil
-	}
-	out := make(map[nodeClass]int64, len(l.pods))
 	now := l.now()
 	for uid, r := range l.pods {
-		if now.Sub(r.at) > l.ttl {
-			delete(l.pods, uid)
-			continue
-		}
-		if !now.Before(r.recheck) {
-			if settled(*r) {
-				delete(l.pods, uid)
-				continue
-			}
+		switch {
+		case now.Sub(r.at) > l.ttl:
+			l.dropLocked(uid)
+		case now.Before(r.recheck):
+		case settled(*r):
+			l.dropLocked(uid)
+		default:
 			r.recheck = now.Add(l.recheck)
 		}
-		for class, b := range r.bytes {
-			out[nodeClass{r.node, class}] += b
-		}
 	}
-	return out
+}
+
+// reserved is what the ledger holds on a node's device class.
+func (l *ledger) reserved(node, class string) int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.sums[nodeClass{node, class}]
 }
 
 func (l *ledger) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	return len(l.pods)
 }

@@ -177,9 +177,6 @@ type demand struct {
 	// sourceNode holds a clone's or restore's source: only it can serve.
 	sourceNode string
 	claims     []string
-	// held is what the ledger holds per node and class, read once per
-	// cycle in PreFilter.
-	held map[nodeClass]int64
 }
 
 // Clone implements fwk.StateData; a demand is never changed after PreFilter.
@@ -195,7 +192,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 	if len(d.bytes) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	d.held = p.ledger.held(func(r reservation) bool {
+	p.ledger.sweep(func(r reservation) bool {
 		ln, err := p.lister.LVMNode(r.node)
 		return err == nil && p.settled(r, ln)
 	})
@@ -340,10 +337,9 @@ func demandFrom(state fwk.CycleState) (*demand, *fwk.Status) {
 }
 
 // free is the room of a device class on a node: what its LVMNode reports,
-// less what the ledger promised to pods the report does not show yet (as
-// of this cycle's PreFilter).
-func (d *demand) free(node string, dc *thinlvmv1.DeviceClassStatus) int64 {
-	return dc.Available.Value() - d.held[nodeClass{node, dc.Name}]
+// less what the ledger promised to pods the report does not show yet.
+func (p *Plugin) free(node string, dc *thinlvmv1.DeviceClassStatus) int64 {
+	return dc.Available.Value() - p.ledger.reserved(node, dc.Name)
 }
 
 // settleAfter is how long after its LV is made a reservation still counts:
@@ -402,7 +398,7 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node has no thinlvm device class %q", class))
 		}
 		need += d.missingBases(ln)
-		if free := d.free(node, dc); need > free {
+		if free := p.free(node, dc); need > free {
 			if need <= dc.Available.Value() {
 				p.hold(pod) // only reservations in flight stand in the way
 			}
@@ -502,7 +498,7 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, n
 			w = 1
 		}
 		total := int64(float64(dc.PoolSize.Value()) * ratio(dc.OverprovisionRatio))
-		capSum += w * capacityScore(p.args.CapacityStrategy, d.free(node, dc), need, total)
+		capSum += w * capacityScore(p.args.CapacityStrategy, p.free(node, dc), need, total)
 		weightSum += w
 	}
 	var capScore int64

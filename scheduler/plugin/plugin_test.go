@@ -293,17 +293,28 @@ func TestUnsettledReservationsAreRecheckedLater(t *testing.T) {
 	asked := 0
 	settled := func(reservation) bool { asked++; return false }
 	for range 3 {
-		if got := l.held(settled)[nodeClass{"n1", "ssd"}]; got != 1 {
-			t.Fatalf("held %d, want 1", got)
+		l.sweep(settled)
+		if got := l.reserved("n1", "ssd"); got != 1 {
+			t.Fatalf("reserved %d, want 1", got)
 		}
 	}
 	if asked != 1 {
 		t.Errorf("asked %d times within %v, want once", asked, recheckAfter)
 	}
 	now = now.Add(recheckAfter)
-	l.held(settled)
+	l.sweep(settled)
 	if asked != 2 {
 		t.Errorf("asked %d times after %v, want twice", asked, recheckAfter)
+	}
+	l.reserve("b", reservation{node: "n1", bytes: map[string]int64{"ssd": 2}})
+	l.reserve("a", reservation{node: "n1", bytes: map[string]int64{"ssd": 4}}) // replaces a's
+	if got := l.reserved("n1", "ssd"); got != 6 {
+		t.Errorf("reserved %d, want 6", got)
+	}
+	l.release("a")
+	l.release("b")
+	if got := l.reserved("n1", "ssd"); got != 0 || len(l.sums) != 0 {
+		t.Errorf("after release: reserved %d, sums %v", got, l.sums)
 	}
 }
 
