@@ -83,5 +83,5 @@ bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), 100 PVCs to Bound,
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 20m -run '^$$' -bench . -benchtime 1x ./e2e/schedbench/...
 
 .PHONY: demo
-demo: lvmvm-image ## Boot the real-LVM VM, run lvmd, carve volumes and print what happened.
+demo: lvmvm-image ## A local cluster and a real-LVM VM node, thinlvm installed from deploy/, VM disks from a golden image.
 	$(GO) run ./e2e/demo

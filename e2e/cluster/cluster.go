@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/thinlvm/thinlvm/e2e/lvmvm"
+
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
 
@@ -37,9 +40,6 @@ type Options struct {
 	Dir string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
-	// SchedulerConfig is the profiles part of the KubeSchedulerConfiguration
-	// of thinlvm-scheduler; empty for DefaultProfiles.
-	SchedulerConfig string
 }
 
 // Cluster is a running local control plane.
@@ -58,14 +58,56 @@ type Cluster struct {
 	temp    bool
 	apiPort int
 	token   string
-	mu      sync.Mutex
-	procs   []*proc
+	// nodePods maps a node to its thinlvm pod; vmPods a pod run in the VM
+	// to the VM.
+	nodePods map[string]string
+	vmPods   map[string]*lvmvm.VM
+	mu       sync.Mutex
+	procs    []*proc
 }
 
 type proc struct {
 	name string
 	cmd  *exec.Cmd
+	env  []string
+	argv []string
 	done chan struct{}
+}
+
+// Restart stops the named process, runs between (nil for nothing), and
+// starts it again with the same arguments and environment.
+func (c *Cluster) Restart(name string, between func() error) error {
+	c.mu.Lock()
+	var last *proc
+	for _, p := range c.procs {
+		if p.name == name {
+			last = p
+		}
+	}
+	c.mu.Unlock()
+	if last == nil {
+		return fmt.Errorf("no process %s", name)
+	}
+	c.Kill(name)
+	if between != nil {
+		if err := between(); err != nil {
+			return err
+		}
+	}
+	return c.Run(name, last.env, last.argv...)
+}
+
+// Procs are the names of the processes started here.
+func (c *Cluster) Procs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, p := range c.procs {
+		if !slices.Contains(out, p.name) {
+			out = append(out, p.name)
+		}
+	}
+	return out
 }
 
 // Scheme has client-go's and thinlvm's types.
@@ -94,7 +136,7 @@ func freePort() (int, error) {
 }
 
 // k8sBinaries are what the control plane runs from build.sh.
-var k8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kwok",
+var k8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok",
 	"csi-provisioner", "csi-resizer", "csi-snapshotter", "snapshot-controller"}
 
 // Build builds (cached) the Kubernetes binaries and thinlvm's, returning
@@ -207,15 +249,13 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		"--kube-api-qps=50", "--kube-api-burst=100"); err != nil {
 		return c, err
 	}
+	// The cluster's own default scheduler; thinlvm's scheduler comes with
+	// the install (deploy/scheduler) as a second profile.
 	schedCfg := filepath.Join(c.Dir, "scheduler.yaml")
-	profiles := o.SchedulerConfig
-	if profiles == "" {
-		profiles = DefaultProfiles
-	}
-	if err := os.WriteFile(schedCfg, fmt.Appendf(nil, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: %q}\nleaderElection: {leaderElect: false}\n%s", c.Kubeconfig, profiles), 0o644); err != nil {
+	if err := os.WriteFile(schedCfg, fmt.Appendf(nil, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: %q}\nleaderElection: {leaderElect: false}\n", c.Kubeconfig), 0o644); err != nil {
 		return c, err
 	}
-	if err := c.Run("thinlvm-scheduler", nil, filepath.Join(c.Bin, "thinlvm-scheduler"), "--config="+schedCfg,
+	if err := c.Run("kube-scheduler", nil, filepath.Join(c.K8sBin, "kube-scheduler"), "--config="+schedCfg,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort), "--authentication-kubeconfig="+c.Kubeconfig,
 		"--authorization-kubeconfig="+c.Kubeconfig); err != nil {
 		return c, err
@@ -239,25 +279,6 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	fmt.Fprintf(logw, "cluster: control plane ready after %.1fs (dir %s)\n", time.Since(t0).Seconds(), c.Dir)
 	return c, nil
 }
-
-// DefaultProfiles is the scheduler profile of the local cluster: the one of
-// deploy/scheduler, as the default scheduler, so that every test pod meets
-// the ThinLVM plugin.
-const DefaultProfiles = `profiles:
-- schedulerName: default-scheduler
-  plugins:
-    multiPoint:
-      enabled:
-      - name: ThinLVM
-        weight: 3
-  pluginConfig:
-  - name: ThinLVM
-    args:
-      capacityStrategy: LeastAllocated
-      capacityWeight: 1
-      localityWeight: 2
-      reservationTTL: 5m
-`
 
 // kwokStages writes the kwok module's "fast" node and pod stages.
 func (c *Cluster) kwokStages() (string, error) {
@@ -284,7 +305,7 @@ func (c *Cluster) kwokStages() (string, error) {
 
 // Run starts a named process logging to logs/NAME.log.
 func (c *Cluster) Run(name string, env []string, argv ...string) error {
-	logf, err := os.Create(filepath.Join(c.Dir, "logs", name+".log"))
+	logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -296,7 +317,7 @@ func (c *Cluster) Run(name string, env []string, argv ...string) error {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, env: env, argv: argv, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
 	c.mu.Lock()
 	c.procs = append(c.procs, p)

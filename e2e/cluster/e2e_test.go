@@ -54,12 +54,13 @@ func run(m *testing.M) int {
 	}
 	defer k.Stop()
 	fail := func(what string, err error) int {
+		dumpLogs()
 		fmt.Fprintf(os.Stderr, "FAIL: %s: %v\n", what, err)
 		return 1
 	}
 	k.CapacityPoll = 5 * time.Second
-	if err := k.StartThinlvm(start); err != nil {
-		return fail("start thinlvm", err)
+	if err := k.Install(start); err != nil {
+		return fail("install thinlvm from deploy/", err)
 	}
 	vm, err = lvmvm.Start(start, lvmvm.Options{Disks: []string{"16G"}, HostLoopback: true, Log: os.Stderr})
 	if err != nil {
@@ -68,9 +69,6 @@ func run(m *testing.M) int {
 	defer vm.Stop()
 	if err := vm.SetupThinPool(start, "/dev/vda", "vg0", "pool0", "8G", "64M"); err != nil {
 		return fail("thin pool", err)
-	}
-	if err := vm.StartLVMD(start, "deviceClasses:\n- name: ssd\n  volumeGroup: vg0\n  thinPool: pool0\n  overprovisionRatio: 4\n  default: true\n"); err != nil {
-		return fail("lvmd in the VM", err)
 	}
 	nodes := []cluster.Node{{Name: "node-a"}, {Name: "node-b"}, {Name: vmNode, VM: vm, Labels: map[string]string{"thinlvm.io/test-vm": "true"}}}
 	for _, n := range nodes {
@@ -110,16 +108,30 @@ func run(m *testing.M) int {
 	}
 	code := m.Run()
 	if code != 0 {
-		for _, p := range []string{"thinlvm-controller", "csi-provisioner", "node-node-a", "thinlvm-scheduler"} {
+		dumpLogs()
+	}
+	return code
+}
+
+// dumpLogs prints the tails of thinlvm's processes' logs, on the host and
+// in the VM.
+func dumpLogs() {
+	for _, p := range k.Procs() {
+		if strings.HasPrefix(p, "thinlvm-") || strings.HasPrefix(p, "csi-provisioner@") || strings.HasPrefix(p, "lvmd@") {
 			fmt.Fprintf(os.Stderr, "--- %s log (tail) ---\n%s\n", p, k.Log(p))
 		}
-		b, _ := os.ReadFile(filepath.Join(vm.ShareDir(), "thinlvm-node.log"))
+	}
+	if vm == nil {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(vm.ShareDir(), "pods", "*", "*.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
 		if len(b) > 8000 {
 			b = b[len(b)-8000:]
 		}
-		fmt.Fprintf(os.Stderr, "--- %s node agent log (tail) ---\n%s\n", vmNode, b)
+		fmt.Fprintf(os.Stderr, "--- %s: %s (tail) ---\n%s\n", vmNode, filepath.Base(l), b)
 	}
-	return code
 }
 
 func pvc(name, class string, size string, block bool) *corev1.PersistentVolumeClaim {
@@ -142,9 +154,10 @@ func pod(name string, block bool, affinity *corev1.Affinity, claims ...string) *
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: corev1.PodSpec{
-			Containers:  []corev1.Container{{Name: "c", Image: "busybox"}},
-			Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			Affinity:    affinity,
+			SchedulerName: "thinlvm-scheduler", // deploy/scheduler's profile
+			Containers:    []corev1.Container{{Name: "c", Image: "busybox"}},
+			Tolerations:   []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Affinity:      affinity,
 		},
 	}
 	for i, c := range claims {
@@ -382,8 +395,8 @@ func TestNodeDeletionCleansUp(t *testing.T) {
 		err := k.Client.Get(ctx, types.NamespacedName{Name: "node-doomed"}, node)
 		return err == nil && len(node.Finalizers) > 0, err
 	})
-	k.Kill("node-node-doomed")
-	k.Kill("lvmd-node-doomed")
+	k.Kill(k.NodeProcess("node-doomed", "thinlvm-node"))
+	k.Kill(k.NodeProcess("node-doomed", "lvmd"))
 	if err := k.Client.Delete(ctx, node); err != nil {
 		t.Fatal(err)
 	}

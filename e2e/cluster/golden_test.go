@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"github.com/thinlvm/thinlvm/e2e/cluster"
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 )
 
@@ -431,13 +430,13 @@ func TestGoldenImagePopulationInterrupted(t *testing.T) {
 		}
 		return false, nil
 	})
-	if err := vm.Signal(ctx, cluster.VMAgentProcess, syscall.SIGKILL, true); err != nil {
+	if err := vm.Signal(ctx, k.NodeProcess(vmNode, "thinlvm-node"), syscall.SIGKILL, true); err != nil {
 		t.Fatal(err)
 	}
 	if f, ok := bases(t)[baseLV]; !ok || f[0][1] != 'w' {
 		t.Fatalf("after the kill the base is %v; want a writable, half-written LV", f)
 	}
-	if err := k.RestartVMAgent(ctx, vm, vmNode); err != nil {
+	if err := k.RestartVMAgent(ctx, vmNode); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the base Ready", 3*time.Minute, func() (bool, error) {

@@ -59,7 +59,9 @@ func placement(t testing.TB, pods []string) map[string]int {
 // scheduler's reservations, not luck, keep every node within its room, so
 // no node ever refuses a volume.
 func TestSchedulerBurstNeverOversubscribes(t *testing.T) {
-	nodes := addNodes(t, "burst", "burst", 3, 10<<30)
+	// Pools of 2.5 GiB with deploy/'s overprovision ratio of 4: room for
+	// ten 1 GiB volumes each.
+	nodes := addNodes(t, "burst", "burst", 3, 10<<30/4)
 	var pods []string
 	for i := range 30 {
 		name := fmt.Sprintf("burst-%02d", i)

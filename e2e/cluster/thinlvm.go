@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -14,22 +15,30 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 )
 
-// StartThinlvm installs the CRDs and CSIDriver and starts thinlvm's
-// controller with the CSI sidecars (provisioner with topology and capacity,
-// resizer, snapshotter and the snapshot controller).
-func (c *Cluster) StartThinlvm(ctx context.Context) error {
+// Namespace is where deploy/ installs thinlvm.
+const Namespace = "thinlvm-system"
+
+// Component pod labels of deploy/.
+var (
+	controllerPods = map[string]string{"app.kubernetes.io/name": "thinlvm", "app.kubernetes.io/component": "controller"}
+	schedulerPods  = map[string]string{"app.kubernetes.io/name": "thinlvm", "app.kubernetes.io/component": "scheduler"}
+	nodePods       = map[string]string{"app.kubernetes.io/name": "thinlvm", "app.kubernetes.io/component": "node"}
+)
+
+// Install installs thinlvm as a user would: `kubectl apply -k deploy/`,
+// after what the cluster must provide (the VolumeSnapshot CRDs and the
+// snapshot controller). Then it runs, as the kubelet would, the controller
+// and scheduler pods the Deployments made, each with its ServiceAccount's
+// token. Node pods start with AddNode.
+func (c *Cluster) Install(ctx context.Context) error {
 	root, err := repoRoot()
 	if err != nil {
-		return err
-	}
-	if err := c.Apply(ctx, filepath.Join(root, "deploy", "crds")); err != nil {
 		return err
 	}
 	snapCRDs, err := snapshotCRDs(root)
@@ -39,45 +48,32 @@ func (c *Cluster) StartThinlvm(ctx context.Context) error {
 	if err := c.Apply(ctx, snapCRDs); err != nil {
 		return err
 	}
-	driver := &storagev1.CSIDriver{
-		ObjectMeta: metav1.ObjectMeta{Name: thinlvmv1.DriverName},
-		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), PodInfoOnMount: ptr.To(true), StorageCapacity: ptr.To(true),
-			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}},
-	}
-	if err := IgnoreAlreadyExists(c.Client.Create(ctx, driver)); err != nil {
+	if err := c.Run("snapshot-controller", nil, filepath.Join(c.K8sBin, "snapshot-controller"), "--kubeconfig="+c.Kubeconfig, "--leader-election=false", "-v=2"); err != nil {
 		return err
 	}
-	sock := filepath.Join(c.Dir, "controller", "csi.sock")
-	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+	if _, err := c.kubectl(ctx, "apply", "-k", filepath.Join(root, "deploy")); err != nil {
 		return err
 	}
-	if err := c.Run("thinlvm-controller", nil, filepath.Join(c.Bin, "thinlvm-controller"), "--kubeconfig="+c.Kubeconfig,
-		"--csi-address=unix://"+sock, "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2"); err != nil {
+	pods, err := c.WaitPods(ctx, Namespace, controllerPods, "", 2) // the Deployment's replicas
+	if err != nil {
 		return err
 	}
-	if err := c.WaitFor(ctx, "the controller's CSI socket", time.Minute, func() (bool, error) {
-		_, err := os.Stat(sock)
-		return err == nil, nil
-	}, "thinlvm-controller"); err != nil {
+	for i := range pods {
+		if err := c.RunPod(ctx, &pods[i], PodOptions{ExtraArgs: map[string][]string{
+			"csi-provisioner": {"--capacity-poll-interval=" + c.CapacityPoll.String()},
+		}}); err != nil {
+			return err
+		}
+	}
+	if pods, err = c.WaitPods(ctx, Namespace, schedulerPods, "", 2); err != nil {
 		return err
 	}
-	common := []string{"--csi-address=" + sock, "--kubeconfig=" + c.Kubeconfig, "--timeout=2m", "-v=2"}
-	// The provisioner publishes CSIStorageCapacity objects in a namespace
-	// given by its pod's environment.
-	podEnv := []string{"NAMESPACE=default", "POD_NAME=csi-provisioner"}
-	if err := c.Run("csi-provisioner", podEnv, append([]string{filepath.Join(c.K8sBin, "csi-provisioner"),
-		"--feature-gates=Topology=true", "--strict-topology", "--enable-capacity", "--capacity-ownerref-level=-1", "--capacity-poll-interval=" + c.CapacityPoll.String(),
-		"--extra-create-metadata", "--leader-election=false", "--retry-interval-start=1s", "--retry-interval-max=10s",
-		"--kube-api-qps=50", "--kube-api-burst=100"}, common...)...); err != nil {
-		return err
+	for i := range pods {
+		if err := c.RunPod(ctx, &pods[i], PodOptions{}); err != nil {
+			return err
+		}
 	}
-	if err := c.Run("csi-resizer", nil, append([]string{filepath.Join(c.K8sBin, "csi-resizer"), "--leader-election=false"}, common...)...); err != nil {
-		return err
-	}
-	if err := c.Run("csi-snapshotter", nil, append([]string{filepath.Join(c.K8sBin, "csi-snapshotter"), "--leader-election=false"}, common...)...); err != nil {
-		return err
-	}
-	return c.Run("snapshot-controller", nil, filepath.Join(c.K8sBin, "snapshot-controller"), "--kubeconfig="+c.Kubeconfig, "--leader-election=false", "-v=2")
+	return nil
 }
 
 // snapshotCRDs is the directory of the VolumeSnapshot CRDs in the
@@ -95,21 +91,19 @@ type Node struct {
 	Name string
 	// VGSize is the fake VG's thin pool size; 0 for 100 GiB.
 	VGSize uint64
-	// LVMDAddress is a real lvmd (e.g. the VM's forwarded port); empty for a
-	// fake lvmd started here.
-	LVMDAddress string
 	// Labels are extra Node labels.
 	Labels map[string]string
-	// VM, when set, runs the node agent inside the real-LVM VM (booted
-	// with HostLoopback, lvmd started), as on a real node: it reaches the
-	// API server through the VM's gateway and writes golden bases to the
-	// VM's devices. LVMDAddress is then ignored.
+	// VM, when set, makes the real-LVM VM (booted with HostLoopback, its VG
+	// and thin pool made) this node: the node pod's lvmd and agent run
+	// inside it, on real lvm2, reaching the API server through the VM's
+	// gateway. Without it lvmd runs here on the simulated lvm.
 	VM *lvmvm.VM
 }
 
 // AddNode creates a kwok-managed Node with thinlvm's topology label and its
-// CSINode entry (there is no kubelet to do it), and starts its lvmd (fake,
-// unless LVMDAddress is set) and node agent.
+// CSINode entry (there is no kubelet to do it), waits for the pod the node
+// DaemonSet of deploy/ makes for it, and runs that pod's lvmd and node
+// agent.
 func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 	dir := filepath.Join(c.Dir, "nodes", n.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -123,7 +117,6 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name,
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 			Labels:      labels},
-		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")}},
 	}
@@ -138,64 +131,84 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 	if err := IgnoreAlreadyExists(c.Client.Create(ctx, csiNode)); err != nil {
 		return fmt.Errorf("create CSINode %s: %w", n.Name, err)
 	}
-	if n.VM != nil {
-		return c.startVMAgent(ctx, n)
-	}
-	lvmdAddr := n.LVMDAddress
-	if lvmdAddr == "" {
-		size := n.VGSize
-		if size == 0 {
-			size = 100 << 30
-		}
-		cfg := filepath.Join(dir, "lvmd.yaml")
-		if err := os.WriteFile(cfg, []byte("deviceClasses:\n- name: ssd\n  volumeGroup: vg0\n  thinPool: pool0\n  default: true\n"), 0o644); err != nil {
-			return err
-		}
-		sock := filepath.Join(dir, "lvmd.sock")
-		if err := c.startFakeLVMD(n.Name, size); err != nil {
-			return err
-		}
-		lvmdAddr = "unix://" + sock
-	}
-	csiAddr := "unix://" + filepath.Join(dir, "csi.sock")
-	return c.Run("node-"+n.Name, nil, filepath.Join(c.Bin, "thinlvm-node"), "--node-name="+n.Name, "--kubeconfig="+c.Kubeconfig,
-		"--lvmd-address="+lvmdAddr, "--csi-address="+csiAddr, "--lvmnode-interval=500ms", "--no-space-retry=5s", "-v=2")
-}
-
-// VMAgentProcess is the VM guest agent's name for the node agent.
-const VMAgentProcess = "thinlvm-node"
-
-// startVMAgent starts thinlvm-node in the VM with a kubeconfig whose server
-// is the host's API server as the guest reaches it.
-func (c *Cluster) startVMAgent(ctx context.Context, n Node) error {
-	share := n.VM.ShareDir()
-	ca, err := os.ReadFile(filepath.Join(c.Dir, "pki", "ca.crt"))
+	pods, err := c.WaitPods(ctx, Namespace, nodePods, n.Name, 1)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(share, "ca.crt"), ca, 0o644); err != nil {
-		return err
+	pod := &pods[0]
+	c.mu.Lock()
+	if c.nodePods == nil {
+		c.nodePods = map[string]string{}
 	}
-	if err := kubeconfig(filepath.Join(share, "node.kubeconfig"), "/share/ca.crt", lvmvm.HostAddress, c.apiPort, c.token); err != nil {
-		return err
+	c.nodePods[n.Name] = pod.Name
+	c.mu.Unlock()
+	agentArgs := []string{"--lvmnode-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s"}
+	if n.VM != nil {
+		// The VM is the node: the pod's hostPath directories are the VM's.
+		for _, v := range pod.Spec.Volumes {
+			if v.HostPath != nil {
+				if _, err := n.VM.Run(ctx, "mkdir", "-p", v.HostPath.Path); err != nil {
+					return err
+				}
+			} else if v.EmptyDir != nil {
+				if _, err := n.VM.Run(ctx, "mkdir", "-p", "/run/pods/"+pod.Name+"/"+v.Name); err != nil {
+					return err
+				}
+			}
+		}
+		c.mu.Lock()
+		if c.vmPods == nil {
+			c.vmPods = map[string]*lvmvm.VM{}
+		}
+		c.vmPods[pod.Name] = n.VM
+		c.mu.Unlock()
+		return c.RunPod(ctx, pod, PodOptions{VM: n.VM, ExtraArgs: map[string][]string{
+			"thinlvm-node": append(agentArgs, "--qemu-img=/usr/bin/qemu-img", "--scratch-dir=/tmp"),
+		}})
 	}
-	return c.RestartVMAgent(ctx, n.VM, n.Name)
+	size := n.VGSize
+	if size == 0 {
+		size = 100 << 30
+	}
+	return c.RunPod(ctx, pod, PodOptions{
+		ExtraArgs: map[string][]string{
+			"thinlvm-node": agentArgs,
+			"lvmd":         {"--lvm-path=" + filepath.Join(c.Bin, "fakelvm"), "--refresh-interval=5s"},
+		},
+		Env: map[string][]string{"lvmd": {"FAKELVM_STATE=" + filepath.Join(dir, "lvm.json"), "FAKELVM_VG_SIZE=" + strconv.FormatUint(size, 10)}},
+	})
 }
 
-// RestartVMAgent (re)starts the VM's node agent, e.g. after a test killed
-// it.
-func (c *Cluster) RestartVMAgent(ctx context.Context, vm *lvmvm.VM, name string) error {
-	return vm.Spawn(ctx, VMAgentProcess, "/share/thinlvm-node.log", "/share/bin/thinlvm-node", "--node-name="+name,
-		"--kubeconfig=/share/node.kubeconfig", fmt.Sprintf("--lvmd-address=tcp://127.0.0.1:%d", lvmvm.LVMDPort),
-		fmt.Sprintf("--csi-address=tcp://0.0.0.0:%d", lvmvm.CSIPort), "--lvmnode-interval=500ms", "--no-space-retry=5s",
-		"--golden-retry=5s", "--qemu-img=/usr/bin/qemu-img", "--scratch-dir=/tmp", "-v=2")
+// NodeProcess is the harness's name of a container of a node's pod, e.g.
+// NodeProcess("node-a", "lvmd").
+func (c *Cluster) NodeProcess(node, container string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return container + "@" + c.nodePods[node]
+}
+
+// RestartVMAgent starts the VM node's agent again (its pod's thinlvm-node
+// container), e.g. after a test killed it.
+func (c *Cluster) RestartVMAgent(ctx context.Context, node string) error {
+	c.mu.Lock()
+	podName := c.nodePods[node]
+	vm := c.vmPods[podName]
+	c.mu.Unlock()
+	pod := &corev1.Pod{}
+	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: Namespace, Name: podName}, pod); err != nil {
+		return err
+	}
+	pod.Spec.Containers = slices.DeleteFunc(pod.Spec.Containers, func(ct corev1.Container) bool { return ct.Name != "thinlvm-node" })
+	return c.RunPod(ctx, pod, PodOptions{VM: vm, ExtraArgs: map[string][]string{
+		"thinlvm-node": {"--lvmnode-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s", "--qemu-img=/usr/bin/qemu-img", "--scratch-dir=/tmp"},
+	}})
 }
 
 // WaitLVMNode waits until the node's LVMNode reports a device class.
 func (c *Cluster) WaitLVMNode(ctx context.Context, name string) error {
 	var procs []string
-	if c.started("node-" + name) { // not when the agent runs in the VM
-		procs = append(procs, "node-"+name)
+	if agent := c.NodeProcess(name, "thinlvm-node"); c.started(agent) { // not when the agent runs in the VM
+		procs = append(procs, agent)
 	}
 	return c.WaitFor(ctx, "LVMNode "+name, 2*time.Minute, func() (bool, error) {
 		ln := &thinlvmv1.LVMNode{}
@@ -204,67 +217,54 @@ func (c *Cluster) WaitLVMNode(ctx context.Context, name string) error {
 	}, procs...)
 }
 
-func (c *Cluster) startFakeLVMD(node string, size uint64) error {
-	dir := filepath.Join(c.Dir, "nodes", node)
-	env := []string{"FAKELVM_STATE=" + filepath.Join(dir, "lvm.json"), "FAKELVM_VG_SIZE=" + strconv.FormatUint(size, 10)}
-	return c.Run("lvmd-"+node, env, filepath.Join(c.Bin, "thinlvm-lvmd"), "--config="+filepath.Join(dir, "lvmd.yaml"),
-		"--listen=unix://"+filepath.Join(dir, "lvmd.sock"), "--lvm-path="+filepath.Join(c.Bin, "fakelvm"), "--refresh-interval=5s")
+// editFakeLVM changes a fake node's simulated lvm state with edit while its
+// lvmd is stopped, so that lvmd reads the new state at once when it starts
+// again.
+func (c *Cluster) editFakeLVM(node string, edit func(st map[string]any) error) error {
+	return c.Restart(c.NodeProcess(node, "lvmd"), func() error {
+		path := filepath.Join(c.Dir, "nodes", node, "lvm.json")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		var st map[string]any
+		if err := json.Unmarshal(data, &st); err != nil {
+			return err
+		}
+		if err := edit(st); err != nil {
+			return err
+		}
+		if data, err = json.Marshal(st); err != nil {
+			return err
+		}
+		return os.WriteFile(path, data, 0o644)
+	})
 }
 
 // FillFakePool makes a fake node's thin pool 100% full of data, as if its
-// volumes had been written: lvm then refuses new thin volumes. lvmd is
-// restarted around the change, so that it reads the new state at once.
+// volumes had been written: lvm then refuses new thin volumes.
 func (c *Cluster) FillFakePool(node string) error {
-	c.Kill("lvmd-" + node)
-	path := filepath.Join(c.Dir, "nodes", node, "lvm.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var st map[string]any
-	if err := json.Unmarshal(data, &st); err != nil {
-		return err
-	}
-	pools, _ := st["Pools"].([]any)
-	if len(pools) == 0 {
-		return fmt.Errorf("fake node %s has no thin pool", node)
-	}
-	pools[0].(map[string]any)["DataPercent"] = 100.0
-	if data, err = json.Marshal(st); err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return err
-	}
-	return c.startFakeLVMD(node, 0)
+	return c.editFakeLVM(node, func(st map[string]any) error {
+		pools, _ := st["Pools"].([]any)
+		if len(pools) == 0 {
+			return fmt.Errorf("fake node %s has no thin pool", node)
+		}
+		pools[0].(map[string]any)["DataPercent"] = 100.0
+		return nil
+	})
 }
 
 // AddFakeBase gives a fake node a sealed golden base of image, as if its
 // agent had populated it (a fake node has no devices to write): a
-// read-only, inactive thin LV tagged for the image. lvmd is restarted
-// around the change.
+// read-only, inactive thin LV tagged for the image.
 func (c *Cluster) AddFakeBase(node string, image *thinlvmv1.GoldenImage) error {
-	c.Kill("lvmd-" + node)
-	path := filepath.Join(c.Dir, "nodes", node, "lvm.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var st map[string]any
-	if err := json.Unmarshal(data, &st); err != nil {
-		return err
-	}
-	lvs, _ := st["LVs"].([]any)
-	st["LVs"] = append(lvs, map[string]any{"VG": "vg0", "Name": thinlvmv1.BaseLVName(image), "Pool": "pool0",
-		"UUID": "fakebase-" + string(image.UID)[:8], "Size": image.Spec.Size.Value(),
-		"Tags": []string{"thinlvm", thinlvmv1.BaseTagPrefix + image.Name}, "ReadOnly": true, "Inactive": true})
-	if data, err = json.Marshal(st); err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return err
-	}
-	return c.startFakeLVMD(node, 0)
+	return c.editFakeLVM(node, func(st map[string]any) error {
+		lvs, _ := st["LVs"].([]any)
+		st["LVs"] = append(lvs, map[string]any{"VG": "vg0", "Name": thinlvmv1.BaseLVName(image), "Pool": "pool0",
+			"UUID": "fakebase-" + string(image.UID)[:8], "Size": image.Spec.Size.Value(),
+			"Tags": []string{"thinlvm", thinlvmv1.BaseTagPrefix + image.Name}, "ReadOnly": true, "Inactive": true})
+		return nil
+	})
 }
 
 // WaitCapacity waits until the provisioner published a CSIStorageCapacity
@@ -287,5 +287,5 @@ func (c *Cluster) WaitCapacityFor(ctx context.Context, node, storageClass string
 			}
 		}
 		return false, nil
-	}, "csi-provisioner")
+	})
 }

@@ -1,188 +1,443 @@
-// Command demo shows lvmd on real lvm2: it boots the test VM, starts lvmd,
-// writes a golden base, carves VM disks from it as thin snapshots, and
-// compares them with a full copy. `make demo` runs it.
+// Command demo is thinlvm's main job on one machine: it starts a local
+// control plane and the real-LVM VM as a node, installs thinlvm from deploy/
+// as a user would (kubectl apply -k, every component with its own
+// ServiceAccount's token), makes a GoldenImage from an image it builds,
+// provisions ten VM disks (Block) and two Filesystem volumes with pods, and
+// prints where each landed, how long it took, the thin pool's use, and the
+// same disk made by a full copy. `make demo` runs it; Ctrl-C cleans up.
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
-	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/e2e/cluster"
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 )
 
 const (
-	mib = uint64(1) << 20
-	gib = uint64(1) << 30
+	node       = "demo-node"
+	vmDisks    = 10
+	diskSize   = "10Gi"
+	imageSize  = 1 << 30 // the golden image: a 1 GiB ext4 disk
+	imageData  = 256 << 20
+	goldenName = "demo-ubuntu"
 )
 
-const lvmdConfig = `deviceClasses:
-- name: nvme
-  volumeGroup: vg0
-  thinPool: pool
-  overprovisionRatio: 20
-  default: true
-`
+var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
-type step struct {
-	start time.Time
-	t0    time.Time
-}
-
-func (s *step) do(what string, f func() (string, error)) {
-	fmt.Printf("  %-58s ", what)
-	t := time.Now()
-	detail, err := f()
-	if err != nil {
-		fmt.Printf("FAILED\n\n%v\n", err)
-		panic(errDemo)
+// step runs f, showing a spinner with the elapsed time while it works (on a
+// terminal; a line per step otherwise), then the time and f's detail.
+func step(what string, f func() (string, error)) error {
+	start := time.Now()
+	tty := isTerminal()
+	done := make(chan struct{})
+	if tty {
+		go func() {
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					fmt.Printf("\r  %s %-52s %6.1fs", spinner[i%len(spinner)], what, time.Since(start).Seconds())
+				}
+			}
+		}()
+	} else {
+		fmt.Printf("  … %s\n", what)
 	}
-	fmt.Printf("%7.2fs  %s\n", time.Since(t).Seconds(), detail)
+	detail, err := f()
+	close(done)
+	mark := "✓"
+	if err != nil {
+		mark = "✗"
+	}
+	if tty {
+		fmt.Print("\r\033[K")
+	}
+	fmt.Printf("  %s %-52s %6.1fs  %s\n", mark, what, time.Since(start).Seconds(), detail)
+	return err
 }
 
-var errDemo = fmt.Errorf("demo failed")
+func isTerminal() bool {
+	fi, err := os.Stdout.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	code := 0
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				if r != errDemo {
-					panic(r)
-				}
-				code = 1
-			}
-		}()
-		run(ctx)
-	}()
-	os.Exit(code)
+	if err := run(ctx); err != nil {
+		if ctx.Err() != nil {
+			fmt.Println("\ninterrupted: cleaned up")
+		} else {
+			fmt.Printf("\ndemo failed: %v\n", err)
+		}
+		os.Exit(1)
+	}
 }
 
-func run(ctx context.Context) {
-	s := &step{start: time.Now()}
-	fmt.Println("thinlvm demo: lvmd on real lvm2 (Debian kernel under qemu, a 16 GiB sparse disk)")
+// claim is one provisioned volume of the report.
+type claim struct {
+	name, mode, class string
+	created, bound    time.Time
+	node, lv, origin  string
+}
+
+func run(ctx context.Context) (err error) {
+	begin := time.Now()
+	fmt.Println("thinlvm demo: a local control plane, thinlvm installed from deploy/, one node on real lvm2 in a VM")
 	fmt.Println()
+	var k *cluster.Cluster
 	var vm *lvmvm.VM
-	s.do("boot the VM and build lvmd", func() (string, error) {
-		var err error
-		vm, err = lvmvm.Start(ctx, lvmvm.Options{Disks: []string{"16G"}})
+	defer func() {
+		// Runs on success, failure and Ctrl-C: nothing is left behind.
+		if vm != nil {
+			vm.Stop()
+		}
+		if k != nil {
+			k.Stop()
+		}
+	}()
+	if err := step("build (cached) and start the control plane", func() (string, error) {
+		k, err = cluster.Start(ctx, cluster.Options{})
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("guest ready %.1fs after qemu started", vm.BootSeconds), nil
-	})
-	defer func() {
-		fmt.Printf("  %-58s ", "stop the VM")
-		t := time.Now()
-		vm.Stop()
-		fmt.Printf("%7.2fs\n", time.Since(t).Seconds())
-	}()
-	go func() { <-ctx.Done(); vm.Stop() }() // Ctrl-C: power off, remove the disks
-	s.do("create VG vg0 and an 8 GiB thin pool", func() (string, error) {
-		return "", vm.SetupThinPool(ctx, "/dev/vda", "vg0", "pool", "8G", "64M")
-	})
-	s.do("start lvmd (gRPC on a forwarded port)", func() (string, error) {
-		// A short idle refresh, so that the report below sees the data the
-		// demo wrote (a write is no lvm mutation; lvmd's default is 30s).
-		return vm.Addr(lvmvm.LVMDPort), vm.StartLVMD(ctx, lvmdConfig, "--refresh-interval", "2s")
-	})
-	conn, err := vm.DialLVMD()
-	if err != nil {
-		fmt.Println(err)
-		panic(errDemo)
+		return "etcd, kube-apiserver, controller-manager, kube-scheduler, kwok", nil
+	}); err != nil {
+		return err
 	}
-	defer conn.Close()
-	lvs, vgs := pb.NewLVServiceClient(conn), pb.NewVGServiceClient(conn)
-
-	const baseSize, diskSize, written = 2 * gib, 10 * gib, 512
-	s.do("CreateLV golden-base (2 GiB)", func() (string, error) {
-		_, err := lvs.CreateLV(ctx, &pb.CreateLVRequest{Name: "golden-base", SizeBytes: baseSize, Tags: []string{"base:demo"}})
-		return "", err
-	})
-	s.do(fmt.Sprintf("write %d MiB of image data into the base", written), func() (string, error) {
-		_, err := vm.Run(ctx, "dd", "if=/dev/urandom", "of=/dev/vg0/golden-base", "bs=4M", fmt.Sprintf("count=%d", written/4), "oflag=direct", "status=none")
-		return "", err
-	})
-	var snapTimes []time.Duration
-	for i := range 10 {
-		name := fmt.Sprintf("vm-disk-%02d", i)
-		s.do(fmt.Sprintf("CreateSnapshot %s (10 GiB, from the base)", name), func() (string, error) {
-			t := time.Now()
-			v, err := lvs.CreateSnapshot(ctx, &pb.CreateSnapshotRequest{Name: name, SourceName: "golden-base", SizeBytes: diskSize})
-			snapTimes = append(snapTimes, time.Since(t))
-			if err != nil {
-				return "", err
-			}
-			return fmt.Sprintf("%s, %d GiB", v.GetVolume().GetDevicePath(), v.GetVolume().GetSizeBytes()/gib), nil
-		})
-	}
-	var sums []string
-	s.do("checksum the base and two disks (first 64 MiB)", func() (string, error) {
-		for _, lv := range []string{"golden-base", "vm-disk-00", "vm-disk-09"} {
-			out, err := vm.Run(ctx, "bash", "-c", "dd if=/dev/vg0/"+lv+" bs=1M count=64 status=none | sha256sum")
-			if err != nil {
-				return "", err
-			}
-			sums = append(sums, strings.Fields(out)[0][:12])
-		}
-		return strings.Join(sums, " "), nil
-	})
-	if sums[0] != sums[1] || sums[0] != sums[2] {
-		fmt.Println("  the disks do not read the base's data")
-		panic(errDemo)
-	}
-	var copyTime time.Duration
-	s.do("for comparison: CreateLV + full dd copy of the base", func() (string, error) {
-		t := time.Now()
-		if _, err := lvs.CreateLV(ctx, &pb.CreateLVRequest{Name: "full-copy", SizeBytes: baseSize}); err != nil {
+	if err := step("kubectl apply -k deploy/ and run its pods", func() (string, error) {
+		if err := k.Install(ctx); err != nil {
 			return "", err
 		}
-		_, err := vm.Run(ctx, "dd", "if=/dev/vg0/golden-base", "of=/dev/vg0/full-copy", "bs=4M", "oflag=direct", "status=none")
-		copyTime = time.Since(t)
-		return "", err
-	})
-	time.Sleep(3 * time.Second) // let lvmd's next report land
-	c, err := vgs.GetCapacity(ctx, &pb.GetCapacityRequest{})
-	if err != nil {
-		fmt.Println(err)
-		panic(errDemo)
+		return "controller + sidecars, thinlvm-scheduler: 2 replicas each, own ServiceAccounts", nil
+	}); err != nil {
+		return err
 	}
-	dc := c.GetDeviceClasses()[0]
+	if err := step("boot the VM: Debian kernel, lvm2, a 64 GiB sparse disk", func() (string, error) {
+		vm, err = lvmvm.Start(ctx, lvmvm.Options{Disks: []string{"64G"}, HostLoopback: true})
+		if err != nil {
+			return "", err
+		}
+		if err := vm.SetupThinPool(ctx, "/dev/vda", "vg0", "pool0", "40G", "256M"); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("guest ready in %.1fs; VG vg0, thin pool pool0 of 40 GiB", vm.BootSeconds), nil
+	}); err != nil {
+		return err
+	}
+	if err := step("add the VM as node "+node+" (lvmd + agent in the VM)", func() (string, error) {
+		if err := k.AddNode(ctx, cluster.Node{Name: node, VM: vm, Labels: map[string]string{"thinlvm.io/vm-node": "true"}}); err != nil {
+			return "", err
+		}
+		if err := k.WaitLVMNode(ctx, node); err != nil {
+			return "", err
+		}
+		if err := k.WaitCapacity(ctx, node); err != nil {
+			return "", err
+		}
+		ln := &thinlvmv1.LVMNode{}
+		if err := k.Client.Get(ctx, types.NamespacedName{Name: node}, ln); err != nil {
+			return "", err
+		}
+		dc := ln.Status.DeviceClasses[0]
+		return fmt.Sprintf("LVMNode: class %s, pool %s, %s available (overprovision %s)", dc.Name, dc.PoolSize.String(), dc.Available.String(), dc.OverprovisionRatio), nil
+	}); err != nil {
+		return err
+	}
 
-	fmt.Println()
-	fmt.Println("What happened")
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "  VM disks made from the base\t10 x 10 GiB thin snapshots\n")
-	fmt.Fprintf(w, "  time per disk (median)\t%s\n", median(snapTimes))
-	fmt.Fprintf(w, "  time for one full copy of the 2 GiB base\t%s (%.0fx a snapshot)\n", copyTime.Round(time.Millisecond), float64(copyTime)/float64(median(snapTimes)))
-	fmt.Fprintf(w, "  virtual size carved\t%.1f GiB in a %.1f GiB pool (overprovision ratio %g)\n",
-		float64(dc.GetVirtualBytes())/float64(gib), float64(dc.GetThinPoolSizeBytes())/float64(gib), dc.GetOverprovisionRatio())
-	fmt.Fprintf(w, "  pool data in use\t%.2f%% (%d MiB: the base's data once, plus the full copy)\n", dc.GetDataPercent(), dc.GetDataUsedBytes()/mib)
-	fmt.Fprintf(w, "  pool metadata in use\t%.2f%%\n", dc.GetMetadataPercent())
-	fmt.Fprintf(w, "  still available to new volumes\t%.1f GiB\n", float64(dc.GetAvailableBytes())/float64(gib))
-	fmt.Fprintf(w, "  every disk reads the base's data\tyes (sha256 %s)\n", sums[0])
-	fmt.Fprintf(w, "  total demo time\t%s\n", time.Since(s.start).Round(time.Second))
-	w.Flush()
-	fmt.Println()
-}
-
-func median(d []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	for i := range s {
-		for j := i + 1; j < len(s); j++ {
-			if s[j] < s[i] {
-				s[i], s[j] = s[j], s[i]
+	var url, sum string
+	var populate time.Duration
+	if err := step("build a 1 GiB ext4 image (256 MiB of data), serve it", func() (string, error) {
+		url, sum, err = serveImage(ctx)
+		return "qcow2 on http://" + lvmvm.HostAddress + " (the host, seen from the VM)", err
+	}); err != nil {
+		return err
+	}
+	if err := step("GoldenImage "+goldenName+": the node populates its base", func() (string, error) {
+		gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: goldenName}, Spec: thinlvmv1.GoldenImageSpec{
+			Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: url, SHA256: sum}}, Format: thinlvmv1.FormatQCOW2,
+			Size:    resource.MustParse("1Gi"),
+			Prewarm: &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"thinlvm.io/vm-node": "true"}}}}}
+		t := time.Now()
+		if err := k.Client.Create(ctx, gi); err != nil {
+			return "", err
+		}
+		if err := k.WaitFor(ctx, "the base Ready", 10*time.Minute, func() (bool, error) {
+			err := k.Client.Get(ctx, client.ObjectKeyFromObject(gi), gi)
+			if err == nil && gi.Status.FailedNodes > 0 {
+				return false, errors.New(gi.Status.LastError)
+			}
+			return err == nil && gi.Status.ReadyNodes == 1, err
+		}); err != nil {
+			return "", err
+		}
+		populate = time.Since(t)
+		return "downloaded, converted by qemu-img, checksum verified, sealed read-only", nil
+	}); err != nil {
+		return err
+	}
+	if err := step("StorageClasses: kubectl apply -k deploy/examples/storageclasses", func() (string, error) {
+		if err := kubectl(ctx, k, "apply", "-k", "deploy/examples/storageclasses"); err != nil {
+			return "", err
+		}
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "thinlvm-" + goldenName}, Provisioner: thinlvmv1.DriverName,
+			VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), AllowVolumeExpansion: ptr.To(true),
+			Parameters: map[string]string{thinlvmv1.GoldenImageParameter: goldenName}}
+		if err := k.Client.Create(ctx, sc); err != nil {
+			return "", err
+		}
+		for _, c := range []string{sc.Name, "thinlvm-ext4", "thinlvm-xfs"} {
+			if err := k.WaitCapacityFor(ctx, node, c); err != nil {
+				return "", err
 			}
 		}
+		return "thinlvm-ext4, thinlvm-xfs, thinlvm-block, thinlvm-" + goldenName, nil
+	}); err != nil {
+		return err
 	}
-	return s[len(s)/2].Round(time.Millisecond)
+
+	var claims []*claim
+	for i := range vmDisks {
+		claims = append(claims, &claim{name: fmt.Sprintf("vm-%02d-root", i), mode: "Block", class: "thinlvm-" + goldenName})
+	}
+	claims = append(claims, &claim{name: "db-ext4", mode: "Filesystem", class: "thinlvm-ext4"}, &claim{name: "db-xfs", mode: "Filesystem", class: "thinlvm-xfs"})
+	if err := step(fmt.Sprintf("%d VM disks (Block, %s, from the base) + 2 volumes, with pods", vmDisks, diskSize), func() (string, error) {
+		return provision(ctx, k, claims)
+	}); err != nil {
+		return err
+	}
+	var copyTime time.Duration
+	if err := step("for comparison: the same disk by a full copy", func() (string, error) {
+		c := &claim{name: "vm-copy-root", mode: "Block", class: "thinlvm-block"}
+		if _, err := provision(ctx, k, []*claim{c}); err != nil {
+			return "", err
+		}
+		t := time.Now()
+		if _, err := vm.Run(ctx, "dd", "if=/dev/vg0/"+claims[0].lv, "of=/dev/vg0/"+c.lv, "bs=4M", "count=256", "oflag=direct"); err != nil {
+			return "", err
+		}
+		copyTime = c.bound.Sub(c.created) + time.Since(t)
+		return fmt.Sprintf("blank %s disk, then dd of the 1 GiB image", diskSize), nil
+	}); err != nil {
+		return err
+	}
+
+	report(ctx, k, vm, claims, populate, copyTime)
+	if err := step("clean up: delete pods, claims, the GoldenImage", func() (string, error) {
+		return "", cleanup(ctx, k, append(claims, &claim{name: "vm-copy-root"}))
+	}); err != nil {
+		return err
+	}
+	fmt.Printf("\ndone in %s; the VM and the control plane stop now.\n", time.Since(begin).Round(time.Second))
+	return nil
+}
+
+// serveImage builds the demo's image (mkfs.ext4 -d, then qemu-img convert
+// to qcow2) and serves it on 127.0.0.1; it returns the URL the VM uses and
+// the image's sha256.
+func serveImage(ctx context.Context) (string, string, error) {
+	dir, err := os.MkdirTemp("", "thinlvm-demo-")
+	if err != nil {
+		return "", "", err
+	}
+	context.AfterFunc(ctx, func() { os.RemoveAll(dir) })
+	root := filepath.Join(dir, "root")
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "os-release"), []byte("NAME=\"thinlvm demo image\"\n"), 0o644); err != nil {
+		return "", "", err
+	}
+	data := bytes.Repeat([]byte("the golden image's data\n"), imageData/24)
+	if err := os.WriteFile(filepath.Join(root, "data.bin"), data, 0o644); err != nil {
+		return "", "", err
+	}
+	raw, qcow := filepath.Join(dir, "disk.raw"), filepath.Join(dir, "disk.qcow2")
+	if err := os.WriteFile(raw, nil, 0o644); err != nil {
+		return "", "", err
+	}
+	if err := os.Truncate(raw, imageSize); err != nil {
+		return "", "", err
+	}
+	for _, argv := range [][]string{{"mkfs.ext4", "-q", "-F", "-d", root, raw}, {"qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, qcow}} {
+		if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			return "", "", fmt.Errorf("%s: %w: %s", argv[0], err, out)
+		}
+	}
+	body, err := os.ReadFile(qcow)
+	if err != nil {
+		return "", "", err
+	}
+	s := sha256.Sum256(body)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", "", err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "disk.qcow2", time.Now(), bytes.NewReader(body))
+	})}
+	go func() { _ = srv.Serve(l) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return fmt.Sprintf("http://%s:%d/disk.qcow2", lvmvm.HostAddress, l.Addr().(*net.TCPAddr).Port), hex.EncodeToString(s[:]), nil
+}
+
+// provision creates each claim with a pod (thinlvm-scheduler's profile,
+// no node named: the scheduler picks it) and waits until all are Bound.
+func provision(ctx context.Context, k *cluster.Cluster, claims []*claim) (string, error) {
+	for _, c := range claims {
+		size := diskSize
+		if c.mode == "Filesystem" {
+			size = "1Gi"
+		}
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: "default"},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: ptr.To(c.class), VolumeMode: ptr.To(corev1.PersistentVolumeMode(c.mode)),
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
+		ct := corev1.Container{Name: "app", Image: "busybox"}
+		if c.mode == "Block" {
+			ct.VolumeDevices = []corev1.VolumeDevice{{Name: "disk", DevicePath: "/dev/disk"}}
+		} else {
+			ct.VolumeMounts = []corev1.VolumeMount{{Name: "disk", MountPath: "/data"}}
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: "default"}, Spec: corev1.PodSpec{
+			SchedulerName: "thinlvm-scheduler", Containers: []corev1.Container{ct},
+			Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Volumes: []corev1.Volume{{Name: "disk", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.name}}}}}}
+		c.created = time.Now()
+		if err := k.Client.Create(ctx, pvc); err != nil {
+			return "", err
+		}
+		if err := k.Client.Create(ctx, pod); err != nil {
+			return "", err
+		}
+	}
+	err := k.WaitFor(ctx, fmt.Sprintf("%d claims Bound", len(claims)), 10*time.Minute, func() (bool, error) {
+		pending := 0
+		for _, c := range claims {
+			if !c.bound.IsZero() {
+				continue
+			}
+			pvc := &corev1.PersistentVolumeClaim{}
+			if err := k.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: c.name}, pvc); err != nil {
+				return false, err
+			}
+			if pvc.Status.Phase != corev1.ClaimBound {
+				pending++
+				continue
+			}
+			c.bound = time.Now()
+			pv := &corev1.PersistentVolume{}
+			if err := k.Client.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
+				return false, err
+			}
+			lv := &thinlvmv1.LogicalVolume{}
+			if err := k.Client.Get(ctx, types.NamespacedName{Name: pv.Spec.CSI.VolumeHandle}, lv); err != nil {
+				return false, err
+			}
+			c.node, c.lv = lv.Spec.NodeName, lv.Status.VolumeID
+		}
+		return pending == 0, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	var d []time.Duration
+	for _, c := range claims {
+		d = append(d, c.bound.Sub(c.created))
+	}
+	slices.Sort(d)
+	return fmt.Sprintf("all Bound; median %s, slowest %s", d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond)), nil
+}
+
+func kubectl(ctx context.Context, k *cluster.Cluster, args ...string) error {
+	out, err := exec.CommandContext(ctx, filepath.Join(k.K8sBin, "kubectl"), append([]string{"--kubeconfig=" + k.Kubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func report(ctx context.Context, k *cluster.Cluster, vm *lvmvm.VM, claims []*claim, populate, copyTime time.Duration) {
+	lvs, _ := vm.LVS(ctx, "vg0", "origin,lv_size,data_percent")
+	fmt.Println()
+	fmt.Println("Where each volume landed (the scheduler's ThinLVM plugin: room in the thin pool, and the golden base Ready on the node):")
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "  CLAIM\tMODE\tNODE\tLV\tMADE AS\tCREATED → BOUND")
+	var vmTimes []time.Duration
+	for _, c := range claims {
+		made := "new thin LV"
+		if f := lvs[c.lv]; len(f) > 0 && f[0] != "" {
+			made = "thin snapshot of " + f[0]
+		}
+		d := c.bound.Sub(c.created)
+		if c.mode == "Block" {
+			vmTimes = append(vmTimes, d)
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\n", c.name, c.mode, c.node, c.lv, made, d.Round(time.Millisecond))
+	}
+	w.Flush()
+	slices.Sort(vmTimes)
+	pool := lvs["pool0"]
+	ln := &thinlvmv1.LVMNode{}
+	_ = k.Client.Get(ctx, types.NamespacedName{Name: node}, ln)
+	fmt.Println()
+	fmt.Println("Summary:")
+	fmt.Printf("  golden base populated once on %s in %s (1 GiB image, qcow2 → raw)\n", node, populate.Round(100*time.Millisecond))
+	fmt.Printf("  a VM disk from the base: median %s from claim to Bound (%d disks of %s)\n", vmTimes[len(vmTimes)/2].Round(time.Millisecond), len(vmTimes), diskSize)
+	fmt.Printf("  the same disk by a full copy: %s, %.0fx slower\n", copyTime.Round(100*time.Millisecond), copyTime.Seconds()/vmTimes[len(vmTimes)/2].Seconds())
+	if len(ln.Status.DeviceClasses) > 0 && len(pool) > 2 {
+		dc := ln.Status.DeviceClasses[0]
+		fmt.Printf("  thin pool: %s of virtual size carved from %s real; data %s%%, metadata %s%%\n", dc.Virtual.String(), dc.PoolSize.String(), strings.TrimSpace(pool[2]), dc.MetadataPercent)
+	}
+}
+
+// cleanup deletes the pods and claims (the node agent removes their LVs)
+// and the GoldenImage (its base goes too), and waits for them.
+func cleanup(ctx context.Context, k *cluster.Cluster, claims []*claim) error {
+	var objs []client.Object
+	for _, c := range claims {
+		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: "default"}},
+			&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: "default"}})
+	}
+	objs = append(objs, &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: goldenName}})
+	for _, o := range objs {
+		if err := k.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return k.WaitFor(ctx, "the LogicalVolumes gone", 5*time.Minute, func() (bool, error) {
+		list := &thinlvmv1.LogicalVolumeList{}
+		err := k.Client.List(ctx, list)
+		return err == nil && len(list.Items) == 0, err
+	})
 }
