@@ -332,7 +332,7 @@ func provision(ctx context.Context, k *cluster.Cluster, claims []*claim) (string
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: "default"}, Spec: corev1.PodSpec{
 			SchedulerName: "thinlvm-scheduler", Containers: []corev1.Container{ct},
 			Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			Volumes: []corev1.Volume{{Name: "disk", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.name}}}}}}
+			Volumes:     []corev1.Volume{{Name: "disk", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.name}}}}}}
 		c.created = time.Now()
 		if err := k.Client.Create(ctx, pvc); err != nil {
 			return "", err
