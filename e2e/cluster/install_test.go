@@ -55,7 +55,8 @@ func TestLeastPrivilege(t *testing.T) {
 		verb, group, resource, namesp string
 		allowed                       bool
 	}{
-		{sa("thinlvm-node"), "patch", "thinlvm.io", "lvmnodes", "", true},
+		{sa("thinlvm-node"), "patch", "thinlvm.io", "lvmnodes/status", "", true},
+		{sa("thinlvm-node"), "patch", "thinlvm.io", "lvmnodes", "", false},
 		{sa("thinlvm-node"), "create", "", "persistentvolumes", "", false},
 		{sa("thinlvm-node"), "list", "", "secrets", "default", false},
 		{sa("thinlvm-node"), "create", "thinlvm.io", "logicalvolumes", "", false},
@@ -67,9 +68,11 @@ func TestLeastPrivilege(t *testing.T) {
 		{sa("thinlvm-scheduler"), "create", "", "persistentvolumes", "", false},
 	} {
 		t.Run(fmt.Sprintf("%s %s %s", strings.TrimPrefix(tt.user, "system:serviceaccount:"), tt.verb, tt.resource), func(t *testing.T) {
+			resource, sub, _ := strings.Cut(tt.resource, "/")
 			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: tt.user,
-				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + cluster.Namespace, "system:authenticated"},
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: tt.verb, Group: tt.group, Resource: tt.resource, Namespace: tt.namesp}}}
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + cluster.Namespace, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: tt.verb, Group: tt.group, Resource: resource, Subresource: sub,
+					Namespace: tt.namesp}}}
 			if err := k.Client.Create(ctx, sar); err != nil {
 				t.Fatal(err)
 			}
