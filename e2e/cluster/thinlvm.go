@@ -24,6 +24,10 @@ import (
 // Namespace is where deploy/ installs thinlvm.
 const Namespace = "thinlvm-system"
 
+// ControlNode is the kwok node the install's Deployments are scheduled to
+// (the storage nodes are tainted); it holds no volumes.
+const ControlNode = "control-plane"
+
 // Component pod labels of deploy/.
 var (
 	controllerPods = map[string]string{"app.kubernetes.io/name": "thinlvm", "app.kubernetes.io/component": "controller"}
@@ -53,6 +57,15 @@ func (c *Cluster) Install(ctx context.Context) error {
 	}
 	if _, err := c.kubectl(ctx, "apply", "-k", filepath.Join(root, "deploy")); err != nil {
 		return err
+	}
+	control := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: ControlNode, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels: map[string]string{"kubernetes.io/hostname": ControlNode, "type": "kwok", "kubernetes.io/os": "linux"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")}},
+	}
+	if err := IgnoreAlreadyExists(c.Client.Create(ctx, control)); err != nil {
+		return fmt.Errorf("create node %s: %w", ControlNode, err)
 	}
 	pods, err := c.WaitPods(ctx, Namespace, controllerPods, "", 2) // the Deployment's replicas
 	if err != nil {
@@ -117,6 +130,10 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name,
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 			Labels:      labels},
+		// Only pods that tolerate it (the DaemonSet's, the tests') land on
+		// a storage node: the install's Deployments run on ControlNode, which
+		// no test deletes.
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")}},
 	}
