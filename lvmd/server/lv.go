@@ -296,6 +296,25 @@ func (d *Daemon) remove(ctx context.Context, dc *config.DeviceClass, name string
 	return nil
 }
 
+// withLV runs f under the mutation lock, with a context detached from the
+// caller's cancellation (no half-made change) and the cached LV of r: nil
+// when absent, an error when it is not lvmd's.
+func (d *Daemon) withLV(ctx context.Context, r request, f func(mctx context.Context, lv *lvm.LV) error) error {
+	unlock := d.store.lock()
+	defer unlock()
+	mctx, cancel := d.mutationContext(ctx)
+	defer cancel()
+	lv, err := lookup(d.store.current().report, r)
+	if err != nil {
+		return err
+	}
+	return f(mctx, lv)
+}
+
+func (r request) notFound() error {
+	return fmt.Errorf("%w: lv %s/%s", errNotFound, r.dc.VolumeGroup, r.name)
+}
+
 func (s *lvService) ResizeLV(ctx context.Context, req *pb.ResizeLVRequest) (*pb.ResizeLVResponse, error) {
 	d := s.d
 	r, err := d.validate(req.GetName(), req.GetDeviceClass(), nil)
@@ -305,35 +324,36 @@ func (s *lvService) ResizeLV(ctx context.Context, req *pb.ResizeLVRequest) (*pb.
 	if req.GetSizeBytes() == 0 {
 		return nil, fmt.Errorf("%w: size_bytes must be > 0", errInvalid)
 	}
-	unlock := d.store.lock()
-	defer unlock()
-	mctx, cancel := d.mutationContext(ctx)
-	defer cancel()
-	lv, err := lookup(d.store.current().report, r)
+	resp := &pb.ResizeLVResponse{}
+	err = d.withLV(ctx, r, func(mctx context.Context, lv *lvm.LV) error {
+		if lv == nil {
+			return r.notFound()
+		}
+		ext, err := d.extentSize(r.dc)
+		if err != nil {
+			return err
+		}
+		size := roundUp(req.GetSizeBytes(), ext)
+		switch {
+		case size < lv.Size:
+			return fmt.Errorf("%w: lv %s/%s is %d bytes, requested %d: thin LVs only grow", errShrink, lv.VG, lv.Name, lv.Size, size)
+		case size == lv.Size:
+			resp.Volume = toProto(r.dc, lv)
+			return nil
+		}
+		if err := d.checkRoom(mctx, r.dc, size-lv.Size); err != nil {
+			return err
+		}
+		if err := d.extend(mctx, r.dc, r.name, size); err != nil {
+			return err
+		}
+		resp.Volume = toProto(r.dc, d.store.current().report.LV(r.dc.VolumeGroup, r.name))
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if lv == nil {
-		return nil, fmt.Errorf("%w: lv %s/%s", errNotFound, r.dc.VolumeGroup, r.name)
-	}
-	ext, err := d.extentSize(r.dc)
-	if err != nil {
-		return nil, err
-	}
-	size := roundUp(req.GetSizeBytes(), ext)
-	switch {
-	case size < lv.Size:
-		return nil, fmt.Errorf("%w: lv %s/%s is %d bytes, requested %d: thin LVs only grow", errShrink, lv.VG, lv.Name, lv.Size, size)
-	case size == lv.Size:
-		return &pb.ResizeLVResponse{Volume: toProto(r.dc, lv)}, nil
-	}
-	if err := d.checkRoom(mctx, r.dc, size-lv.Size); err != nil {
-		return nil, err
-	}
-	if err := d.extend(mctx, r.dc, r.name, size); err != nil {
-		return nil, err
-	}
-	return &pb.ResizeLVResponse{Volume: toProto(r.dc, d.store.current().report.LV(r.dc.VolumeGroup, r.name))}, nil
+	return resp, nil
 }
 
 func (s *lvService) ChangeLV(ctx context.Context, req *pb.ChangeLVRequest) (*pb.ChangeLVResponse, error) {
@@ -342,31 +362,31 @@ func (s *lvService) ChangeLV(ctx context.Context, req *pb.ChangeLVRequest) (*pb.
 	if err != nil {
 		return nil, err
 	}
-	unlock := d.store.lock()
-	defer unlock()
-	mctx, cancel := d.mutationContext(ctx)
-	defer cancel()
-	lv, err := lookup(d.store.current().report, r)
+	resp := &pb.ChangeLVResponse{}
+	err = d.withLV(ctx, r, func(mctx context.Context, lv *lvm.LV) error {
+		if lv == nil {
+			return r.notFound()
+		}
+		// Permission first: a base is sealed while its device still exists.
+		if req.ReadOnly != nil && req.GetReadOnly() != lv.ReadOnly() {
+			if err := d.lvm.SetPermission(mctx, r.dc.VolumeGroup, r.name, req.GetReadOnly()); err != nil {
+				return err
+			}
+			d.store.amend(func(rep *lvm.Report) { setAttr(rep.LV(r.dc.VolumeGroup, r.name), 1, req.GetReadOnly(), 'r', 'w') })
+		}
+		if req.Active != nil && req.GetActive() != lv.Active() {
+			if err := d.lvm.SetActive(mctx, r.dc.VolumeGroup, r.name, req.GetActive()); err != nil {
+				return err
+			}
+			d.store.amend(func(rep *lvm.Report) { setAttr(rep.LV(r.dc.VolumeGroup, r.name), 4, req.GetActive(), 'a', '-') })
+		}
+		resp.Volume = toProto(r.dc, d.store.current().report.LV(r.dc.VolumeGroup, r.name))
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if lv == nil {
-		return nil, fmt.Errorf("%w: lv %s/%s", errNotFound, r.dc.VolumeGroup, r.name)
-	}
-	// Permission first: a base is sealed while its device still exists.
-	if req.ReadOnly != nil && req.GetReadOnly() != lv.ReadOnly() {
-		if err := d.lvm.SetPermission(mctx, r.dc.VolumeGroup, r.name, req.GetReadOnly()); err != nil {
-			return nil, err
-		}
-		d.store.amend(func(rep *lvm.Report) { setAttr(rep.LV(r.dc.VolumeGroup, r.name), 1, req.GetReadOnly(), 'r', 'w') })
-	}
-	if req.Active != nil && req.GetActive() != lv.Active() {
-		if err := d.lvm.SetActive(mctx, r.dc.VolumeGroup, r.name, req.GetActive()); err != nil {
-			return nil, err
-		}
-		d.store.amend(func(rep *lvm.Report) { setAttr(rep.LV(r.dc.VolumeGroup, r.name), 4, req.GetActive(), 'a', '-') })
-	}
-	return &pb.ChangeLVResponse{Volume: toProto(r.dc, d.store.current().report.LV(r.dc.VolumeGroup, r.name))}, nil
+	return resp, nil
 }
 
 // setAttr sets character i of an LV's lv_attr to yes or no.
@@ -388,18 +408,13 @@ func (s *lvService) RemoveLV(ctx context.Context, req *pb.RemoveLVRequest) (*pb.
 	if err != nil {
 		return nil, err
 	}
-	unlock := d.store.lock()
-	defer unlock()
-	mctx, cancel := d.mutationContext(ctx)
-	defer cancel()
-	lv, err := lookup(d.store.current().report, r)
+	err = d.withLV(ctx, r, func(mctx context.Context, lv *lvm.LV) error {
+		if lv == nil {
+			return nil // absent: done
+		}
+		return d.remove(mctx, r.dc, r.name)
+	})
 	if err != nil {
-		return nil, err
-	}
-	if lv == nil {
-		return &pb.RemoveLVResponse{}, nil
-	}
-	if err := d.remove(mctx, r.dc, r.name); err != nil {
 		return nil, err
 	}
 	return &pb.RemoveLVResponse{}, nil
