@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/api/volcap"
 )
 
 // Labels on the LogicalVolumes the controller creates.
@@ -38,8 +39,6 @@ const (
 	defaultSize = 1 << 30
 	minSize     = 1 << 20
 )
-
-var supportedFS = []string{"", "ext4", "xfs"}
 
 // ControllerServer is the CSI Controller service.
 type ControllerServer struct {
@@ -83,20 +82,8 @@ func checkCapabilities(caps []*csi.VolumeCapability) error {
 		return status.Error(codes.InvalidArgument, "volume_capabilities are required")
 	}
 	for _, c := range caps {
-		switch c.GetAccessMode().GetMode() {
-		case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
-			csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
-		default:
-			return status.Errorf(codes.InvalidArgument, "access mode %s is not supported: thinlvm volumes are node-local", c.GetAccessMode().GetMode())
-		}
-		switch {
-		case c.GetBlock() != nil:
-		case c.GetMount() != nil:
-			if !slices.Contains(supportedFS, c.GetMount().GetFsType()) {
-				return status.Errorf(codes.InvalidArgument, "fs_type %q is not supported (ext4, xfs)", c.GetMount().GetFsType())
-			}
-		default:
-			return status.Error(codes.InvalidArgument, "a volume capability needs an access type: block or mount")
+		if err := volcap.Check(c); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -16,15 +15,11 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/api/volcap"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/lvmd"
 	"github.com/thinlvm/thinlvm/node/reconciler"
 )
-
-// Filesystems the node service formats and mounts.
-var supportedFS = []string{"ext4", "xfs"}
-
-const defaultFS = "ext4"
 
 // NodeServer is the CSI Node service.
 type NodeServer struct {
@@ -97,22 +92,7 @@ func checkCapability(c *csi.VolumeCapability) error {
 	if c == nil {
 		return status.Error(codes.InvalidArgument, "volume_capability is required")
 	}
-	switch c.GetAccessMode().GetMode() {
-	case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
-		csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
-	default:
-		return status.Errorf(codes.InvalidArgument, "access mode %s is not supported: thinlvm volumes are node-local", c.GetAccessMode().GetMode())
-	}
-	switch {
-	case c.GetBlock() != nil:
-	case c.GetMount() != nil:
-		if fs := c.GetMount().GetFsType(); fs != "" && !slices.Contains(supportedFS, fs) {
-			return status.Errorf(codes.InvalidArgument, "fs_type %q is not supported (supported: %v)", fs, supportedFS)
-		}
-	default:
-		return status.Error(codes.InvalidArgument, "volume_capability needs an access type: block or mount")
-	}
-	return nil
+	return volcap.Check(c)
 }
 
 // requireIDs checks the two fields every volume request names.
@@ -205,7 +185,7 @@ func (s *NodeServer) publishBlock(lv *pb.LogicalVolume, target string, readOnly 
 func (s *NodeServer) publishMount(lv *pb.LogicalVolume, target string, m *csi.VolumeCapability_MountVolume, readOnly bool) error {
 	fs := m.GetFsType()
 	if fs == "" {
-		fs = defaultFS
+		fs = volcap.DefaultFilesystem
 	}
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return status.Errorf(codes.Internal, "create target directory: %v", err)
