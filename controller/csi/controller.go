@@ -112,6 +112,14 @@ func size(r *csi.CapacityRange) (int64, error) {
 	return n, nil
 }
 
+// pollInterval is how often a wait reads the LogicalVolume; default 100ms.
+func (s *ControllerServer) pollInterval() time.Duration {
+	if s.Poll > 0 {
+		return s.Poll
+	}
+	return 100 * time.Millisecond
+}
+
 func (s *ControllerServer) waitContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return context.WithCancel(ctx)
@@ -137,10 +145,7 @@ func (s *ControllerServer) getLV(ctx context.Context, name string) (*thinlvmv1.L
 func (s *ControllerServer) waitReady(ctx context.Context, name string, done func(*thinlvmv1.LogicalVolume) bool) (*thinlvmv1.LogicalVolume, error) {
 	ctx, cancel := s.waitContext(ctx)
 	defer cancel()
-	poll := s.Poll
-	if poll == 0 {
-		poll = 100 * time.Millisecond
-	}
+	poll := s.pollInterval()
 	for {
 		lv, err := s.getLV(ctx, name)
 		if err == nil && lv.Status.ObservedGeneration == lv.Generation {
@@ -182,10 +187,7 @@ func codeOf(reason string) codes.Code {
 func (s *ControllerServer) waitGone(ctx context.Context, name string) error {
 	ctx, cancel := s.waitContext(ctx)
 	defer cancel()
-	poll := s.Poll
-	if poll == 0 {
-		poll = 100 * time.Millisecond
-	}
+	poll := s.pollInterval()
 	for {
 		_, err := s.getLV(ctx, name)
 		if apierrors.IsNotFound(err) {

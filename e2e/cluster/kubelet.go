@@ -206,14 +206,15 @@ func (c *Cluster) podVolumes(ctx context.Context, pod *corev1.Pod, podDir, token
 			}
 			out[v.Name] = local(dir)
 		case v.EmptyDir != nil:
+			if inVM { // sockets do not work on 9p: AddNode makes it in the VM
+				out[v.Name] = "/run/pods/" + pod.Name + "/" + v.Name
+				continue
+			}
 			dir := filepath.Join(podDir, "volumes", v.Name)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
-			out[v.Name] = local(dir)
-			if inVM { // sockets do not work on 9p
-				out[v.Name] = "/run/pods/" + pod.Name + "/" + v.Name
-			}
+			out[v.Name] = dir
 		case v.ConfigMap != nil:
 			cm := &corev1.ConfigMap{}
 			if err := c.Client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: v.ConfigMap.Name}, cm); err != nil {

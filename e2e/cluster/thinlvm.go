@@ -159,7 +159,6 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 	}
 	c.nodePods[n.Name] = pod.Name
 	c.mu.Unlock()
-	agentArgs := []string{"--lvmnode-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s"}
 	if n.VM != nil {
 		// The VM is the node: the pod's hostPath directories are the VM's.
 		for _, v := range pod.Spec.Volumes {
@@ -180,7 +179,7 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 		c.vmPods[pod.Name] = n.VM
 		c.mu.Unlock()
 		return c.RunPod(ctx, pod, PodOptions{VM: n.VM, ExtraArgs: map[string][]string{
-			"thinlvm-node": append(agentArgs, "--qemu-img=/usr/bin/qemu-img", "--scratch-dir=/tmp"),
+			"thinlvm-node": vmAgentArgs,
 		}})
 	}
 	size := n.VGSize
@@ -195,6 +194,14 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 		Env: map[string][]string{"lvmd": {"FAKELVM_STATE=" + filepath.Join(dir, "lvm.json"), "FAKELVM_VG_SIZE=" + strconv.FormatUint(size, 10)}},
 	})
 }
+
+// agentArgs are the node agent's test-speed intervals, after the
+// DaemonSet's args; vmAgentArgs add the VM's qemu-img and a scratch
+// directory off the 9p share.
+var (
+	agentArgs   = []string{"--lvmnode-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s"}
+	vmAgentArgs = append(slices.Clone(agentArgs), "--qemu-img=/usr/bin/qemu-img", "--scratch-dir=/tmp")
+)
 
 // NodeProcess is the harness's name of a container of a node's pod, e.g.
 // NodeProcess("node-a", "lvmd").
@@ -217,7 +224,7 @@ func (c *Cluster) RestartVMAgent(ctx context.Context, node string) error {
 	}
 	pod.Spec.Containers = slices.DeleteFunc(pod.Spec.Containers, func(ct corev1.Container) bool { return ct.Name != "thinlvm-node" })
 	return c.RunPod(ctx, pod, PodOptions{VM: vm, ExtraArgs: map[string][]string{
-		"thinlvm-node": {"--lvmnode-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s", "--qemu-img=/usr/bin/qemu-img", "--scratch-dir=/tmp"},
+		"thinlvm-node": vmAgentArgs,
 	}})
 }
 
