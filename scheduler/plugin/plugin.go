@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -61,6 +62,7 @@ type Plugin struct {
 var (
 	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
 	_ fwk.FilterPlugin      = (*Plugin)(nil)
+	_ fwk.PreScorePlugin    = (*Plugin)(nil)
 	_ fwk.ReservePlugin     = (*Plugin)(nil)
 	_ fwk.ScorePlugin       = (*Plugin)(nil)
 	_ fwk.EnqueueExtensions = (*Plugin)(nil)
@@ -328,12 +330,25 @@ func (p *Plugin) sourceNode(ctx context.Context, namespace string, src *corev1.T
 	return lv.Spec.NodeName, nil
 }
 
+// demandFrom reads the demand PreFilter wrote. A cycle without one is a pod
+// with nothing for thinlvm to do (no thinlvm claims, or all of them bound
+// already: a restarted StatefulSet pod or VM): PreFilter returned Skip,
+// which spares only Filter, and kube-scheduler still runs PreScore,
+// Reserve, Unreserve and the rest. Every extension point takes a nil
+// demand as "nothing to do", never as an error.
 func demandFrom(state fwk.CycleState) (*demand, *fwk.Status) {
 	v, err := state.Read(stateKey)
+	if errors.Is(err, fwk.ErrNotFound) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("read %s: %w", stateKey, err))
 	}
-	return v.(*demand), nil
+	d, ok := v.(*demand)
+	if !ok {
+		return nil, fwk.AsStatus(fmt.Errorf("read %s: got %T, want *demand", stateKey, v))
+	}
+	return d, nil
 }
 
 // free is the room of a device class on a node: what its LVMNode reports,
@@ -381,7 +396,7 @@ func (p *Plugin) settled(r reservation, ln *thinlvmv1.LVMNode) bool {
 // room for the pod's volumes plus the golden bases they lack.
 func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	d, st := demandFrom(state)
-	if st != nil {
+	if st != nil || d == nil {
 		return st
 	}
 	node := ni.Node().Name
@@ -453,7 +468,7 @@ func deviceClass(ln *thinlvmv1.LVMNode, class string) *thinlvmv1.DeviceClassStat
 // Reserve holds the pod's bytes on the node until its LVMNode shows them.
 func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Pod, node string) *fwk.Status {
 	d, st := demandFrom(state)
-	if st != nil {
+	if st != nil || d == nil {
 		return st
 	}
 	ln, err := p.lister.LVMNode(node)
@@ -475,11 +490,23 @@ func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod,
 	p.ledger.release(pod.UID)
 }
 
+// PreScore skips Score for a pod with no thinlvm demand in this cycle.
+func (p *Plugin) PreScore(_ context.Context, state fwk.CycleState, _ *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	d, st := demandFrom(state)
+	if st != nil {
+		return st
+	}
+	if d == nil {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
 // Score weighs free space (spread or bin-pack, per device class weights)
 // and golden-base locality.
 func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
 	d, st := demandFrom(state)
-	if st != nil {
+	if st != nil || d == nil {
 		return 0, st
 	}
 	node := ni.Node().Name

@@ -499,3 +499,35 @@ func TestSignPod(t *testing.T) {
 		t.Error("pods with different demands sign alike: batching would reuse a wrong ranking")
 	}
 }
+
+// A cycle in which PreFilter skipped the pod (no thinlvm claim, or all of
+// them bound) has no demand: every later extension point has nothing to do.
+func TestExtensionPointsWithoutDemand(t *testing.T) {
+	f := newFake()
+	f.addNode("n1", "10Gi", "10Gi")
+	f.addClaim("bound", "thin", "1Gi")
+	f.pvcs["default/bound"].Spec.VolumeName = "pv-1"
+	p := NewWithLister(defaultArgs(), f)
+	pod := podWith("restarted", "bound")
+	state, _, filtered := cycle(t, p, pod, "n1")
+	if st := filtered["prefilter"]; st.Code() != fwk.Skip {
+		t.Fatalf("PreFilter: %v, want Skip", st)
+	}
+	ctx := context.Background()
+	if st := p.Filter(ctx, state, pod, nodeInfo("n1")); !st.IsSuccess() {
+		t.Errorf("Filter: %v", st)
+	}
+	if st := p.PreScore(ctx, state, pod, nil); st.Code() != fwk.Skip {
+		t.Errorf("PreScore: %v, want Skip", st)
+	}
+	if score, st := p.Score(ctx, state, pod, nodeInfo("n1")); !st.IsSuccess() || score != 0 {
+		t.Errorf("Score: %d %v", score, st)
+	}
+	if st := p.Reserve(ctx, state, pod, "n1"); !st.IsSuccess() {
+		t.Errorf("Reserve: %v", st)
+	}
+	p.Unreserve(ctx, state, pod, "n1")
+	if got := p.ledger.reserved("n1", "ssd"); got != 0 {
+		t.Errorf("a pod without demand reserved %d bytes", got)
+	}
+}
