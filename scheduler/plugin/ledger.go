@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/thinlvm/thinlvm/api/sizes"
 )
 
 // reservation is what one pod was promised on one node.
@@ -51,8 +53,11 @@ func (l *ledger) reserve(pod types.UID, r reservation) {
 	r.at = l.now()
 	r.recheck = r.at
 	l.pods[pod] = &r
+	// A reservation follows a passed Filter, so b is at most a node's
+	// room and the sums stay far from overflow; sizes.Add keeps it so.
 	for class, b := range r.bytes {
-		l.sums[nodeClass{r.node, class}] += b
+		k := nodeClass{r.node, class}
+		l.sums[k] = sizes.Add(l.sums[k], b)
 	}
 }
 

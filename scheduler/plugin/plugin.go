@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/thinlvm/thinlvm/api/sizes"
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/scheduler/apis/config"
 	"github.com/thinlvm/thinlvm/scheduler/apis/config/validation"
@@ -194,6 +196,11 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 	if len(d.bytes) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	for class, need := range d.bytes {
+		if sizes.Saturated(need) {
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("the pod's thinlvm claims of device class %q add up to more bytes than any node can hold", class))
+		}
+	}
 	p.ledger.sweep(func(r reservation) bool {
 		ln, err := p.lister.LVMNode(r.node)
 		return err == nil && p.settled(r, ln)
@@ -254,7 +261,7 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 		}
 		class := sc.Parameters[thinlvmv1.DeviceClassParameter]
 		size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
-		d.bytes[class] += size.Value()
+		d.bytes[class] = sizes.Add(d.bytes[class], size.Value())
 		d.claims = append(d.claims, pvc.Namespace+"/"+pvc.Name)
 		if img := sc.Parameters[GoldenImageParameter]; img != "" && !contains(d.images, img) {
 			d.images = append(d.images, img)
@@ -412,7 +419,10 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod
 		if dc == nil {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node has no thinlvm device class %q", class))
 		}
-		need += d.missingBases(ln)
+		need = sizes.Add(need, d.missingBases(ln))
+		if need > poolCapacity(dc) {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("thinlvm device class %q holds at most %d bytes, the pod needs %d", dc.Name, poolCapacity(dc), need))
+		}
 		if free := p.free(node, dc); need > free {
 			if need <= dc.Available.Value() {
 				p.hold(pod) // only reservations in flight stand in the way
@@ -430,7 +440,7 @@ func (d *demand) missingBases(ln *thinlvmv1.LVMNode) int64 {
 	var sum int64
 	for _, img := range d.images {
 		if stateOf(ln, img) == baseMissing {
-			sum += d.baseSizes[img]
+			sum = sizes.Add(sum, d.baseSizes[img])
 		}
 	}
 	return sum
@@ -524,8 +534,7 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, n
 		if !ok {
 			w = 1
 		}
-		total := int64(float64(dc.PoolSize.Value()) * ratio(dc.OverprovisionRatio))
-		capSum += w * capacityScore(p.args.CapacityStrategy, p.free(node, dc), need, total)
+		capSum += w * capacityScore(p.args.CapacityStrategy, p.free(node, dc), need, poolCapacity(dc))
 		weightSum += w
 	}
 	var capScore int64
@@ -540,6 +549,16 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, n
 		locScore /= int64(len(d.images))
 	}
 	return combine(capScore, locScore, p.args.CapacityWeight, p.args.LocalityWeight), nil
+}
+
+// poolCapacity is the most a device class can ever hold: its pool times
+// the overprovision ratio, saturated at the largest int64.
+func poolCapacity(dc *thinlvmv1.DeviceClassStatus) int64 {
+	c := float64(dc.PoolSize.Value()) * ratio(dc.OverprovisionRatio)
+	if c >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(c)
 }
 
 func ratio(s string) float64 {

@@ -531,3 +531,45 @@ func TestExtensionPointsWithoutDemand(t *testing.T) {
 		t.Errorf("a pod without demand reserved %d bytes", got)
 	}
 }
+
+// Claim sizes are a tenant's input: their sum saturates instead of
+// wrapping negative, a pod asking for more than any pool holds is refused
+// with a reason, and it leaves nothing in the ledger to turn honest pods
+// away.
+func TestDemandNeverWraps(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		claims map[string]string
+		// where the refusal comes, and what it says
+		at, want string
+	}{
+		{"two 4Ei claims", map[string]string{"a": "4Ei", "b": "4Ei"}, "prefilter", "add up to more bytes than any node can hold"},
+		{"three 4Ei claims", map[string]string{"a": "4Ei", "b": "4Ei", "c": "4Ei"}, "prefilter", "add up to more bytes than any node can hold"},
+		{"7Ei on a 10Gi pool", map[string]string{"a": "4Ei", "b": "3Ei"}, "n1", "holds at most 10737418240 bytes"},
+		{"11Gi on a 10Gi pool", map[string]string{"a": "11Gi"}, "n1", "holds at most 10737418240 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.addNode("n1", "10Gi", "10Gi")
+			var names []string
+			for name, size := range tc.claims {
+				f.addClaim(name, "thin", size)
+				names = append(names, name)
+			}
+			p := NewWithLister(defaultArgs(), f)
+			pod := podWith("greedy", names...)
+			_, _, got := cycle(t, p, pod, "n1")
+			st := got[tc.at]
+			if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), tc.want) {
+				t.Fatalf("%s: %v, want UnschedulableAndUnresolvable %q (all: %v)", tc.at, st, tc.want, got)
+			}
+			if r := p.ledger.reserved("n1", "ssd"); r != 0 {
+				t.Errorf("the ledger holds %d bytes on n1", r)
+			}
+			f.addClaim("honest", "thin", "1Gi")
+			if _, _, got := cycle(t, p, podWith("honest", "honest"), "n1"); !got["n1"].IsSuccess() {
+				t.Errorf("an honest 1Gi pod after it: %v", got)
+			}
+		})
+	}
+}

@@ -14,7 +14,9 @@ func capacityScore(strategy config.CapacityStrategy, free, need, total int64) in
 	if total <= 0 || need > free {
 		return 0
 	}
-	left := (free - need) * maxScore / total
+	// In floating point: (free-need)*100 overflows int64 past 92 PB, and
+	// free comes from a status a node writes.
+	left := int64(float64(free-need) / float64(total) * maxScore)
 	left = min(max(left, 0), maxScore)
 	if strategy == config.MostAllocated {
 		return maxScore - left
