@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/thinlvm/thinlvm/api/sizes"
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/api/volcap"
 )
@@ -67,6 +69,7 @@ func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.Contr
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
 		csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
+		csi.ControllerServiceCapability_RPC_LIST_VOLUMES,
 		csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 		csi.ControllerServiceCapability_RPC_GET_CAPACITY,
@@ -87,6 +90,30 @@ func checkCapabilities(caps []*csi.VolumeCapability) error {
 		}
 	}
 	return nil
+}
+
+// provisionerPrefix marks the parameters the CSI sidecars read or add
+// themselves (fstype, secrets, the claim's name with
+// --extra-create-metadata): they are not thinlvm's to refuse.
+const provisionerPrefix = "csi.storage.k8s.io/"
+
+// checkParameters refuses parameters thinlvm does not know: a misspelt key
+// must fail the claim, not provision into the default class.
+func checkParameters(params map[string]string, known ...string) error {
+	var unknown []string
+	for k := range params {
+		if !strings.HasPrefix(k, provisionerPrefix) && !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	if len(known) == 0 {
+		return status.Errorf(codes.InvalidArgument, "unknown parameters %q: none are accepted here", unknown)
+	}
+	return status.Errorf(codes.InvalidArgument, "unknown parameters %q: the known ones are %q", unknown, known)
 }
 
 // size picks the volume size from a capacity range.
@@ -218,6 +245,9 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 		return nil, status.Error(codes.InvalidArgument, "name is required")
 	}
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
+		return nil, err
+	}
+	if err := checkParameters(req.GetParameters(), thinlvmv1.DeviceClassParameter, thinlvmv1.GoldenImageParameter); err != nil {
 		return nil, err
 	}
 	want, err := size(req.GetCapacityRange())
@@ -377,12 +407,16 @@ func (s *ControllerServer) pickNode(ctx context.Context, ar *csi.TopologyRequire
 	}
 	room := map[string]int64{}
 	known := map[string]bool{}
+	// lacks are nodes that report their device classes, none of them class.
+	lacks := map[string]bool{}
 	holds := map[string]bool{}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		if dc := deviceClass(n, class); dc != nil {
 			room[n.Name] = dc.Available.Value()
 			known[n.Name] = true
+		} else if len(n.Status.DeviceClasses) > 0 {
+			lacks[n.Name] = true
 		}
 		if image != nil {
 			holds[n.Name] = holdsBase(n, image)
@@ -403,10 +437,20 @@ func (s *ControllerServer) pickNode(ctx context.Context, ar *csi.TopologyRequire
 	if image != nil {
 		sort.SliceStable(candidates, func(i, j int) bool { return holds[candidates[i]] && !holds[candidates[j]] })
 	}
+	lacking := 0
 	for _, n := range candidates {
+		if lacks[n] {
+			lacking++
+			continue
+		}
 		if !known[n] || room[n] >= want {
 			return n, nil // a node not yet reporting gets the benefit of the doubt: lvmd decides
 		}
+	}
+	if lacking == len(candidates) {
+		// Refused before anything is made: no LogicalVolume is left for a
+		// node agent that could never make its LV.
+		return "", status.Errorf(codes.InvalidArgument, "device class %q is not on node(s) %v", class, candidates)
 	}
 	return "", status.Errorf(codes.ResourceExhausted, "no node of %v has %d bytes available in device class %q", candidates, want, class)
 }
@@ -532,7 +576,7 @@ func (s *ControllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacity
 			continue
 		}
 		if dc := deviceClass(n, class); dc != nil {
-			total += dc.Available.Value()
+			total = sizes.Add(total, dc.Available.Value())
 			largest = max(largest, dc.Available.Value())
 		}
 	}
@@ -547,6 +591,9 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 		return nil, status.Error(codes.InvalidArgument, "name is required")
 	case req.GetSourceVolumeId() == "":
 		return nil, status.Error(codes.InvalidArgument, "source_volume_id is required")
+	}
+	if err := checkParameters(req.GetParameters()); err != nil {
+		return nil, err
 	}
 	name := objectName("snap", req.GetName())
 	lv, err := s.getLV(ctx, name)
@@ -623,24 +670,73 @@ func (s *ControllerServer) ListSnapshots(ctx context.Context, req *csi.ListSnaps
 		snaps = append(snaps, toSnapshot(lv))
 	}
 	sort.Slice(snaps, func(i, j int) bool { return snaps[i].SnapshotId < snaps[j].SnapshotId })
+	snaps, next, err := page(snaps, req.GetStartingToken(), req.GetMaxEntries())
+	if err != nil {
+		return nil, err
+	}
+	resp := &csi.ListSnapshotsResponse{NextToken: next}
+	for _, sn := range snaps {
+		resp.Entries = append(resp.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: sn})
+	}
+	return resp, nil
+}
+
+// ListVolumes implements csi.ControllerServer: the volumes (not the
+// snapshots) that exist, Ready or not, in name order, paged by an index
+// token, so that an operator sees what was made and what leaked.
+func (s *ControllerServer) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
+	list := &thinlvmv1.LogicalVolumeList{}
+	if err := s.Client.List(ctx, list); err != nil {
+		return nil, status.Errorf(codes.Internal, "list volumes: %v", err)
+	}
+	var vols []*csi.Volume
+	for i := range list.Items {
+		lv := &list.Items[i]
+		if lv.Labels[KindLabel] == kindSnapshot || !lv.DeletionTimestamp.IsZero() {
+			continue
+		}
+		v := &csi.Volume{
+			VolumeId:           lv.Name,
+			CapacityBytes:      lv.Spec.Size.Value(),
+			VolumeContext:      map[string]string{thinlvmv1.DeviceClassParameter: lv.Spec.DeviceClass},
+			AccessibleTopology: []*csi.Topology{{Segments: map[string]string{thinlvmv1.TopologyKey: lv.Spec.NodeName}}},
+		}
+		if lv.Status.CurrentSize != nil {
+			v.CapacityBytes = lv.Status.CurrentSize.Value()
+		}
+		vols = append(vols, v)
+	}
+	sort.Slice(vols, func(i, j int) bool { return vols[i].VolumeId < vols[j].VolumeId })
+	vols, next, err := page(vols, req.GetStartingToken(), req.GetMaxEntries())
+	if err != nil {
+		return nil, err
+	}
+	resp := &csi.ListVolumesResponse{NextToken: next}
+	for _, v := range vols {
+		resp.Entries = append(resp.Entries, &csi.ListVolumesResponse_Entry{Volume: v})
+	}
+	return resp, nil
+}
+
+// page cuts one page from a sorted list: the token is the index to start
+// at (Aborted when it is not one), max 0 means all; next is "" on the last
+// page.
+func page[T any](items []T, token string, maxEntries int32) (out []T, next string, err error) {
 	start := 0
-	if tok := req.GetStartingToken(); tok != "" {
-		n, err := strconv.Atoi(tok)
-		if err != nil || n < 0 || n > len(snaps) {
-			return nil, status.Errorf(codes.Aborted, "starting_token %q is not valid", tok)
+	if token != "" {
+		n, err := strconv.Atoi(token)
+		if err != nil || n < 0 || n > len(items) {
+			return nil, "", status.Errorf(codes.Aborted, "starting_token %q is not valid", token)
 		}
 		start = n
 	}
-	end := len(snaps)
-	if m := int(req.GetMaxEntries()); m > 0 && start+m < end {
+	if maxEntries < 0 {
+		return nil, "", status.Errorf(codes.InvalidArgument, "max_entries %d is negative", maxEntries)
+	}
+	end := len(items)
+	if m := int(maxEntries); m > 0 && start+m < end {
 		end = start + m
+		next = strconv.Itoa(end)
 	}
-	resp := &csi.ListSnapshotsResponse{}
-	for _, sn := range snaps[start:end] {
-		resp.Entries = append(resp.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: sn})
-	}
-	if end < len(snaps) {
-		resp.NextToken = strconv.Itoa(end)
-	}
-	return resp, nil
+	return items[start:end], next, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -403,5 +404,107 @@ func TestGoldenImageVolumes(t *testing.T) {
 				t.Errorf("a LogicalVolume was left behind: %v", err)
 			}
 		})
+	}
+}
+
+// Bad input is refused with InvalidArgument before anything is made: no
+// LogicalVolume outlives a refused CreateVolume or CreateSnapshot.
+func TestBadInputLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	src, err := createVolume(t, "pvc-bad-src", 1<<30, top("n1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		params map[string]string
+		ar     *csispec.TopologyRequirement
+		want   string
+	}{
+		{"misspelt device class key", map[string]string{"thinlvm.io/device-clas": "nvme"}, top("n1"), `unknown parameters ["thinlvm.io/device-clas"]`},
+		{"unknown key beside good ones", map[string]string{thinlvmv1.DeviceClassParameter: "ssd", "csi.storage.k8s.io/fstype": "xfs", "fast": "yes"}, top("n1"), `unknown parameters ["fast"]`},
+		{"made-up device class on the chosen node", map[string]string{thinlvmv1.DeviceClassParameter: "made-up"}, top("n1"), `device class "made-up" is not on node(s) [n1]`},
+		{"made-up device class anywhere", map[string]string{thinlvmv1.DeviceClassParameter: "made-up"}, nil, `no node reports device class "made-up"`},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := fmt.Sprintf("pvc-bad-%d", i)
+			_, err := srv.CreateVolume(ctx, &csispec.CreateVolumeRequest{Name: name, VolumeCapabilities: rwo, Parameters: tt.params, AccessibilityRequirements: tt.ar})
+			if status.Code(err) == codes.OK || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error saying %q", err, tt.want)
+			}
+			if c := status.Code(err); c != codes.InvalidArgument && c != codes.ResourceExhausted {
+				t.Errorf("code %v", c)
+			}
+			if err := k8s.Get(ctx, types.NamespacedName{Name: name}, &thinlvmv1.LogicalVolume{}); !apierrors.IsNotFound(err) {
+				t.Errorf("a LogicalVolume %s was left behind (get: %v)", name, err)
+			}
+		})
+	}
+	// The provisioner's own keys are accepted.
+	if _, err := srv.CreateVolume(ctx, &csispec.CreateVolumeRequest{Name: "pvc-bad-ok", VolumeCapabilities: rwo, AccessibilityRequirements: top("n1"),
+		Parameters: map[string]string{thinlvmv1.DeviceClassParameter: "ssd", "csi.storage.k8s.io/fstype": "xfs", "csi.storage.k8s.io/pvc/name": "data"}}); err != nil {
+		t.Errorf("provisioner parameters refused: %v", err)
+	}
+	_, err = srv.CreateSnapshot(ctx, &csispec.CreateSnapshotRequest{Name: "snap-bad", SourceVolumeId: src.GetVolumeId(), Parameters: map[string]string{"retention": "1d"}})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("snapshot with an unknown parameter: %v, want InvalidArgument", err)
+	}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: "snap-bad"}, &thinlvmv1.LogicalVolume{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a snapshot LogicalVolume was left behind (get: %v)", err)
+	}
+}
+
+// ListVolumes pages through the volumes, never the snapshots.
+func TestListVolumes(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []string{"pvc-list-a", "pvc-list-b", "pvc-list-c"} {
+		if _, err := createVolume(t, n, 1<<30, top("n2"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := srv.CreateSnapshot(ctx, &csispec.CreateSnapshotRequest{Name: "snap-list", SourceVolumeId: "pvc-list-a"}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := srv.ListVolumes(ctx, &csispec.ListVolumesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	token := ""
+	for pages := 0; ; pages++ {
+		resp, err := srv.ListVolumes(ctx, &csispec.ListVolumesRequest{MaxEntries: 2, StartingToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetEntries()) > 2 {
+			t.Fatalf("page of %d entries, max 2", len(resp.GetEntries()))
+		}
+		for _, e := range resp.GetEntries() {
+			seen[e.GetVolume().GetVolumeId()]++
+			if nodeOf(e.GetVolume()) == "" {
+				t.Errorf("%s has no topology", e.GetVolume().GetVolumeId())
+			}
+		}
+		if token = resp.GetNextToken(); token == "" {
+			break
+		}
+		if pages > 100 {
+			t.Fatal("paging does not end")
+		}
+	}
+	if len(seen) != len(all.GetEntries()) {
+		t.Errorf("paged %d volumes, unpaged %d", len(seen), len(all.GetEntries()))
+	}
+	for _, n := range []string{"pvc-list-a", "pvc-list-b", "pvc-list-c"} {
+		if seen[n] != 1 {
+			t.Errorf("%s listed %d times", n, seen[n])
+		}
+	}
+	if seen["snap-list"] != 0 {
+		t.Error("a snapshot is listed as a volume")
+	}
+	if _, err := srv.ListVolumes(ctx, &csispec.ListVolumesRequest{StartingToken: "bogus"}); status.Code(err) != codes.Aborted {
+		t.Errorf("bad token: %v, want Aborted", err)
 	}
 }
