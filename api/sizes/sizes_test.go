@@ -8,9 +8,9 @@ import (
 func TestAdd(t *testing.T) {
 	const ei = int64(1) << 60
 	for _, tc := range []struct {
-		name    string
-		a, b    int64
-		want    int64
+		name      string
+		a, b      int64
+		want      int64
 		saturated bool
 	}{
 		{"small", 1 << 30, 2 << 30, 3 << 30, false},
