@@ -303,7 +303,15 @@ func (r *LogicalVolumeReconciler) finalize(ctx context.Context, lv *thinlvmv1.Lo
 		return nil
 	}
 	_, err := r.LVMD.RemoveLV(ctx, &pb.RemoveLVRequest{Name: LVName(lv), DeviceClass: lv.Spec.DeviceClass})
-	if err != nil && status.Code(err) != codes.NotFound {
+	switch status.Code(err) {
+	case codes.OK, codes.NotFound:
+	case codes.InvalidArgument:
+		// lvmd checks the request before any lvm command, and the LV name
+		// is ours and valid: the device class is one lvmd does not know,
+		// so no LV of this object can exist. Keeping the finalizer would
+		// leave the object Terminating for good.
+		log.FromContext(ctx).Info("logical volume has no LV to remove", "lv", LVName(lv), "deviceClass", lv.Spec.DeviceClass, "reason", status.Convert(err).Message())
+	default:
 		return fmt.Errorf("remove lv %s: %w", LVName(lv), err)
 	}
 	patch := client.MergeFrom(lv.DeepCopy())

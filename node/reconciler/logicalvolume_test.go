@@ -328,3 +328,24 @@ func TestSnapshotSourceAndRestart(t *testing.T) {
 		t.Errorf("LVs left: %v", names)
 	}
 }
+
+// A LogicalVolume in a device class lvmd does not know never gets an LV;
+// deleting it must not leave it Terminating for good.
+func TestUnknownDeviceClassIsDeleted(t *testing.T) {
+	ctx := context.Background()
+	f := &fake.LVMD{}
+	node, _ := startAgent(t, f)
+	lv := newLV("pvc-made-up-class", node, "1Gi")
+	lv.Spec.DeviceClass = "made-up"
+	if err := k8sClient.Create(ctx, lv); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Failed condition", func() bool {
+		c := meta.FindStatusCondition(get(t, lv.Name).Status.Conditions, thinlvmv1.ConditionFailed)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "InvalidArgument"
+	})
+	if err := k8sClient.Delete(ctx, lv); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, lv.Name)
+}

@@ -250,6 +250,10 @@ func (f *LVMD) RemoveLV(_ context.Context, in *pb.RemoveLVRequest, _ ...grpc.Cal
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// As the real lvmd: the class is checked before anything else.
+	if _, err := f.class(in.GetDeviceClass()); err != nil {
+		return nil, err
+	}
 	if lv, ok := f.lvs[in.GetName()]; ok && f.DeviceDir != "" {
 		_ = os.Remove(lv.DevicePath)
 	}
