@@ -269,3 +269,62 @@ func TestCSIErrorsAndHealth(t *testing.T) {
 		t.Errorf("health of a removed LV: %v", health)
 	}
 }
+
+// A fresh volume published read-only is formatted first, then mounted
+// read-only (mount-utils refuses to format for a read-only mount, and the
+// kubelet would retry an INTERNAL error for good).
+func TestCSIReadOnlyFreshVolume(t *testing.T) {
+	ctx := testContext(t)
+	for _, fs := range []string{"ext4", "xfs"} {
+		name := "csi-ro-fresh-" + fs
+		if _, err := lvs.CreateLV(ctx, &pb.CreateLVRequest{Name: name, SizeBytes: 320 * mib}); err != nil {
+			t.Fatal(err)
+		}
+		defer lvs.RemoveLV(ctx, &pb.RemoveLVRequest{Name: name})
+		target := "/mnt/" + name
+		publish(t, ctx, name, target, mountCap(fs, rwo), true)
+		if !mounted(t, ctx, target) {
+			t.Errorf("%s: not mounted", fs)
+		}
+		if res, err := testVM.Exec(ctx, "touch", target+"/x"); err != nil || res.ExitCode == 0 {
+			t.Errorf("%s: write to a read-only publish: %v %v", fs, res, err)
+		}
+		unpublish(t, ctx, name, target)
+	}
+}
+
+// A target already taken by another volume, or by the same volume with
+// the other read-only flag, is ALREADY_EXISTS; NodeUnpublishVolume takes
+// down only the volume it is asked about.
+func TestCSIPublishConflicts(t *testing.T) {
+	ctx := testContext(t)
+	for _, name := range []string{"csi-conf-a", "csi-conf-b"} {
+		if _, err := lvs.CreateLV(ctx, &pb.CreateLVRequest{Name: name, SizeBytes: 64 * mib}); err != nil {
+			t.Fatal(err)
+		}
+		defer lvs.RemoveLV(ctx, &pb.RemoveLVRequest{Name: name})
+	}
+	for _, tc := range []struct {
+		kind   string
+		cap    *csi.VolumeCapability
+		target string
+	}{
+		{"filesystem", mountCap("ext4", rwo), "/mnt/conflict"},
+		{"block", blockCap(), "/mnt/conflict-dev/disk"},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			publish(t, ctx, "csi-conf-a", tc.target, tc.cap, false)
+			defer unpublish(t, ctx, "csi-conf-a", tc.target)
+			publish(t, ctx, "csi-conf-a", tc.target, tc.cap, false) // the same again: done
+			_, err := csiNode.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: "csi-conf-b", TargetPath: tc.target, VolumeCapability: tc.cap})
+			wantCode(t, err, codes.AlreadyExists)
+			_, err = csiNode.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: "csi-conf-a", TargetPath: tc.target, VolumeCapability: tc.cap, Readonly: true})
+			wantCode(t, err, codes.AlreadyExists)
+			_, err = csiNode.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "csi-conf-b", TargetPath: tc.target})
+			wantCode(t, err, codes.FailedPrecondition)
+			if !mounted(t, ctx, tc.target) {
+				t.Error("unpublishing another volume took this one down")
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -170,7 +171,7 @@ func (s *NodeServer) publishBlock(lv *pb.LogicalVolume, target string, readOnly 
 		return status.Errorf(codes.Internal, "check target %s: %v", target, err)
 	}
 	if !notMnt {
-		return nil // published already
+		return checkPublished(lv.GetName(), lv.GetDevicePath(), target, readOnly)
 	}
 	opts := []string{"bind"}
 	if readOnly {
@@ -195,16 +196,34 @@ func (s *NodeServer) publishMount(lv *pb.LogicalVolume, target string, m *csi.Vo
 		return status.Errorf(codes.Internal, "check target %s: %v", target, err)
 	}
 	if !notMnt {
-		return nil // published already
+		return checkPublished(lv.GetName(), lv.GetDevicePath(), target, readOnly)
 	}
 	opts := append([]string(nil), m.GetMountFlags()...)
-	if readOnly {
-		opts = append(opts, "ro")
-	}
 	if fs == "xfs" {
 		// Thin snapshots of one xfs share its UUID; without nouuid the
 		// second of them would not mount.
 		opts = append(opts, "nouuid")
+	}
+	if readOnly {
+		// mount-utils formats only for a read-write mount: a fresh
+		// volume published read-only is formatted by a read-write mount
+		// first, then mounted read-only.
+		format, err := s.mounter.GetDiskFormat(lv.GetDevicePath())
+		if err != nil {
+			return status.Errorf(codes.Internal, "read the filesystem of %s: %v", lv.GetDevicePath(), err)
+		}
+		if format == "" {
+			if lv.GetReadOnly() {
+				return status.Errorf(codes.FailedPrecondition, "volume %s has no filesystem and is a read-only LV: nothing to mount", lv.GetName())
+			}
+			if err := s.mounter.FormatAndMount(lv.GetDevicePath(), target, fs, opts); err != nil {
+				return status.Errorf(codes.Internal, "format %s: %v", lv.GetDevicePath(), err)
+			}
+			if err := s.mounter.Unmount(target); err != nil {
+				return status.Errorf(codes.Internal, "unmount %s after formatting: %v", target, err)
+			}
+		}
+		opts = append(opts, "ro")
 	}
 	if err := s.mounter.FormatAndMount(lv.GetDevicePath(), target, fs, opts); err != nil {
 		return status.Errorf(codes.Internal, "format and mount %s at %s: %v", lv.GetDevicePath(), target, err)
@@ -225,7 +244,7 @@ func (s *NodeServer) publishMount(lv *pb.LogicalVolume, target string, m *csi.Vo
 }
 
 // NodeUnpublishVolume implements csi.NodeServer. An absent target is done.
-func (s *NodeServer) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+func (s *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	id, target := req.GetVolumeId(), req.GetTargetPath()
 	if err := requireIDs(id, target, "target_path"); err != nil {
 		return nil, err
@@ -235,38 +254,110 @@ func (s *NodeServer) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpubli
 		return nil, err
 	}
 	defer unlock()
+	// Unmount only this volume: whatever else is mounted at target is
+	// not ours to take down. A volume whose LV is gone cannot be checked;
+	// its target is cleaned up as before.
+	if lv, err := s.findLV(ctx, id); err == nil {
+		if m, err := mountAt(target); err != nil {
+			return nil, status.Errorf(codes.Internal, "read the mount at %s: %v", target, err)
+		} else if m != nil {
+			publishes, err := deviceMounts(lv.GetDevicePath())
+			if err != nil {
+				return nil, status.Errorf(codes.Internal, "find the device of volume %s: %v", id, err)
+			}
+			if !publishes(*m) {
+				return nil, status.Errorf(codes.FailedPrecondition, "target %s holds another volume (%s), not %s", target, m.Source, id)
+			}
+		}
+	}
 	if err := mountutils.CleanupMountPoint(target, s.mounter, true); err != nil {
 		return nil, status.Errorf(codes.Internal, "unmount %s: %v", target, err)
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }
 
+// deviceMounts returns a test for mountinfo entries that publish device:
+// a filesystem mounted from it, or a bind mount of a device node of it.
+// A bind-mounted node is told by what it is, not by its name: the entry's
+// root names the node in its devtmpfs (/dm-3 with udev, /mapper/vg-lv
+// without; a container's /dev may be a tmpfs), so the mount point itself
+// is looked at.
+func deviceMounts(device string) (func(mountutils.MountInfo) bool, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(device, &st); err != nil {
+		return nil, err
+	}
+	rdev := st.Rdev
+	major, minor := int(unix.Major(rdev)), int(unix.Minor(rdev))
+	return func(m mountutils.MountInfo) bool {
+		if m.Major == major && m.Minor == minor {
+			return true
+		}
+		if m.FsType != "devtmpfs" && m.FsType != "tmpfs" { // where device nodes live
+			return false
+		}
+		var node unix.Stat_t
+		return unix.Stat(m.MountPoint, &node) == nil && node.Mode&unix.S_IFMT == unix.S_IFBLK && node.Rdev == rdev
+	}, nil
+}
+
 // publishedElsewhere returns a mount point other than target where device
-// is published: a filesystem mounted from it, or a bind mount of its device
-// node (devtmpfs, rooted at the node's name).
+// is published.
 func publishedElsewhere(device, target string) (string, error) {
-	real, err := filepath.EvalSymlinks(device)
+	publishes, err := deviceMounts(device)
 	if err != nil {
 		return "", err
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(real, &st); err != nil {
-		return "", err
-	}
-	major, minor := int(unix.Major(st.Rdev)), int(unix.Minor(st.Rdev))
 	infos, err := mountutils.ParseMountInfo("/proc/self/mountinfo")
 	if err != nil {
 		return "", err
 	}
 	for _, m := range infos {
-		if m.MountPoint == target {
-			continue
-		}
-		if m.Major == major && m.Minor == minor || m.FsType == "devtmpfs" && m.Root == "/"+filepath.Base(real) {
+		if m.MountPoint != target && publishes(m) {
 			return m.MountPoint, nil
 		}
 	}
 	return "", nil
+}
+
+// checkPublished compares what is mounted at target with a publish
+// request: the same volume with the same read-only flag is done already;
+// another volume, or this one with the other flag, is ALREADY_EXISTS (CSI
+// spec: the target is taken with an incompatible publish).
+func checkPublished(id, device, target string, readOnly bool) error {
+	m, err := mountAt(target)
+	if err != nil {
+		return status.Errorf(codes.Internal, "read the mount at %s: %v", target, err)
+	}
+	if m == nil {
+		return nil
+	}
+	publishes, err := deviceMounts(device)
+	if err != nil {
+		return status.Errorf(codes.Internal, "find the device of volume %s: %v", id, err)
+	}
+	if !publishes(*m) {
+		return status.Errorf(codes.AlreadyExists, "target %s holds another volume (%s)", target, m.Source)
+	}
+	if ro := slices.Contains(m.MountOptions, "ro"); ro != readOnly {
+		return status.Errorf(codes.AlreadyExists, "volume %s is published at %s with readonly=%v", id, target, ro)
+	}
+	return nil
+}
+
+// mountAt is the mountinfo entry on top of path, nil when none.
+func mountAt(path string) (*mountutils.MountInfo, error) {
+	infos, err := mountutils.ParseMountInfo("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var top *mountutils.MountInfo
+	for i := range infos {
+		if infos[i].MountPoint == path {
+			top = &infos[i]
+		}
+	}
+	return top, nil
 }
 
 // isBlock tells whether path is a block device (a published Block volume).
