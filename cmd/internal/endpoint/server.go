@@ -19,31 +19,33 @@ type Server struct {
 	Log      logr.Logger
 }
 
+// logCall logs a call: failures at the default verbosity (an operator
+// running with no -v must see them), others at V(2); with the method,
+// duration and volume ID, never the request, which may carry secrets.
+func (s *Server) logCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(logr.NewContext(ctx, s.Log), req)
+	kv := []any{"method", info.FullMethod, "duration", time.Since(start)}
+	if v, ok := req.(volumeIDOf); ok {
+		kv = append(kv, "volumeID", v.GetVolumeId())
+	}
+	if err != nil {
+		s.Log.Info("grpc call failed", append(kv, "code", status.Code(err).String(), "error", status.Convert(err).Message())...)
+	} else {
+		s.Log.V(2).Info("grpc call", kv...)
+	}
+	return resp, err
+}
+
 // NeedLeaderElection is false: every replica serves.
 func (s *Server) NeedLeaderElection() bool { return false }
 
 // volumeIDOf is what CSI requests that name a volume have, for logs.
 type volumeIDOf interface{ GetVolumeId() string }
 
-// Start serves until ctx ends, logging each call: failures at V(1), others
-// at V(2), with the method, duration and volume ID (never the request,
-// which may carry secrets).
+// Start serves until ctx ends, logging each call with logCall.
 func (s *Server) Start(ctx context.Context) error {
-	logCall := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		start := time.Now()
-		resp, err := handler(logr.NewContext(ctx, s.Log), req)
-		kv := []any{"method", info.FullMethod, "duration", time.Since(start)}
-		if v, ok := req.(volumeIDOf); ok {
-			kv = append(kv, "volumeID", v.GetVolumeId())
-		}
-		if err != nil {
-			s.Log.V(1).Info("grpc call failed", append(kv, "code", status.Code(err).String(), "error", status.Convert(err).Message())...)
-		} else {
-			s.Log.V(2).Info("grpc call", kv...)
-		}
-		return resp, err
-	}
-	gs := grpc.NewServer(grpc.UnaryInterceptor(logCall))
+	gs := grpc.NewServer(grpc.UnaryInterceptor(s.logCall))
 	s.Register(gs)
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(s.Listener) }()
