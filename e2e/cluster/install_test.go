@@ -44,6 +44,16 @@ func TestInstallRuns(t *testing.T) {
 		}
 	}
 	pods.Items = live
+	// Every container states what it needs and the most memory it may
+	// take: a leak in one cannot starve the node it shares.
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			r := c.Resources
+			if r.Requests.Cpu().IsZero() || r.Requests.Memory().IsZero() || r.Limits.Memory().IsZero() {
+				t.Errorf("pod %s container %s: requests %v, limits %v: want cpu and memory requests and a memory limit", p.Name, c.Name, r.Requests, r.Limits)
+			}
+		}
+	}
 	if count["controller"] != 2 || count["scheduler"] != 2 || count["node"] < 3 {
 		t.Errorf("pods per component %v: want 2 controllers, 2 schedulers, one node pod per node", count)
 	}
