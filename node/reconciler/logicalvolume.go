@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -145,6 +146,11 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.Logi
 	switch {
 	case err == nil:
 		vol = existing.GetVolume()
+		if !ownedBy(vol, lv) {
+			// Two LogicalVolumes whose names derive to one LV name
+			// ("snapshot-x" and "tl-snapshot-x"): the first keeps it.
+			return nil, status.Errorf(codes.AlreadyExists, "LV %s belongs to another LogicalVolume (tags %v)", name, vol.GetTags())
+		}
 	case status.Code(err) != codes.NotFound:
 		return nil, err
 	case lv.Spec.Source == nil:
@@ -243,10 +249,27 @@ func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.Lo
 	if from.Spec.DeviceClass != lv.Spec.DeviceClass {
 		return "", status.Errorf(codes.FailedPrecondition, "source LogicalVolume %s is in device class %q, not %q", src.Name, from.Spec.DeviceClass, lv.Spec.DeviceClass)
 	}
-	if !meta.IsStatusConditionTrue(from.Status.Conditions, thinlvmv1.ConditionReady) || from.Status.VolumeID == "" {
-		return "", status.Errorf(codes.NotFound, "source LogicalVolume %s is not ready yet", src.Name)
+	// The source LV is found by the source object's identity (its name
+	// and the owner tag its agent put on the LV), never by a status field
+	// another writer could set to a third tenant's LV.
+	name := LVName(from)
+	got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: name, DeviceClass: from.Spec.DeviceClass})
+	if status.Code(err) == codes.NotFound {
+		return "", status.Errorf(codes.NotFound, "source LogicalVolume %s is not made yet", src.Name)
 	}
-	return from.Status.VolumeID, nil
+	if err != nil {
+		return "", err
+	}
+	if !ownedBy(got.GetVolume(), from) {
+		return "", status.Errorf(codes.FailedPrecondition, "LV %s is not the LV of source LogicalVolume %s (tags %v)", name, src.Name, got.GetVolume().GetTags())
+	}
+	return name, nil
+}
+
+// ownedBy tells whether vol is the LV of lv: its agent tags every LV it
+// makes with the LogicalVolume's name.
+func ownedBy(vol *pb.LogicalVolume, lv *thinlvmv1.LogicalVolume) bool {
+	return slices.Contains(vol.GetTags(), OwnerTagPrefix+lv.Name)
 }
 
 // setStatus writes the outcome of a reconcile: vol on success, err on
@@ -302,7 +325,15 @@ func (r *LogicalVolumeReconciler) finalize(ctx context.Context, lv *thinlvmv1.Lo
 	if !controllerutil.ContainsFinalizer(lv, Finalizer) {
 		return nil
 	}
-	_, err := r.LVMD.RemoveLV(ctx, &pb.RemoveLVRequest{Name: LVName(lv), DeviceClass: lv.Spec.DeviceClass})
+	// Only this object's own LV goes: an LV of that name made for another
+	// LogicalVolume stays (see ownedBy).
+	got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: LVName(lv), DeviceClass: lv.Spec.DeviceClass})
+	if err == nil && !ownedBy(got.GetVolume(), lv) {
+		err = status.Errorf(codes.NotFound, "LV %s belongs to another LogicalVolume", LVName(lv))
+	}
+	if err == nil {
+		_, err = r.LVMD.RemoveLV(ctx, &pb.RemoveLVRequest{Name: LVName(lv), DeviceClass: lv.Spec.DeviceClass})
+	}
 	switch status.Code(err) {
 	case codes.OK, codes.NotFound:
 	case codes.InvalidArgument:

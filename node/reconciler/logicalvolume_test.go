@@ -21,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/lvmd/fake"
 	"github.com/thinlvm/thinlvm/node/reconciler"
 )
@@ -348,4 +349,87 @@ func TestUnknownDeviceClassIsDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone(t, lv.Name)
+}
+
+// A clone's source LV is the source object's own LV: a status.volumeID
+// forged to name a third tenant's LV changes nothing. No agent runs here
+// (it would rewrite the forged status at once): the test reconciles the
+// clone itself.
+func TestForgedSourceVolumeIDIsIgnored(t *testing.T) {
+	ctx := context.Background()
+	f := &fake.LVMD{}
+	node := fmt.Sprintf("node-%d", nodeSeq.Add(1))
+	for _, name := range []string{"pvc-honest-src", "pvc-victim"} {
+		if _, err := f.CreateLV(ctx, &pb.CreateLVRequest{Name: name, SizeBytes: 1 << 30, Tags: []string{reconciler.OwnerTagPrefix + name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := newLV("pvc-honest-src", node, "1Gi")
+	if err := k8sClient.Create(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	src.Status.VolumeID = "pvc-victim" // what a compromised writer of status could do
+	meta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Created"})
+	if err := k8sClient.Status().Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	clone := newLV("pvc-forged-clone", node, "1Gi")
+	clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: "pvc-honest-src"}
+	if err := k8sClient.Create(ctx, clone); err != nil {
+		t.Fatal(err)
+	}
+	r := &reconciler.LogicalVolumeReconciler{Client: k8sClient, LVMD: f, NodeName: node}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "pvc-forged-clone"}}); err != nil {
+		t.Fatal(err)
+	}
+	lv, ok := f.LV("pvc-forged-clone")
+	if !ok || lv.GetOrigin() != "pvc-honest-src" {
+		t.Errorf("the clone %v was made from %q, want pvc-honest-src", ok, lv.GetOrigin())
+	}
+	for _, name := range []string{"pvc-forged-clone", "pvc-honest-src"} {
+		o := get(t, name)
+		o.Finalizers = nil
+		if err := k8sClient.Update(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8sClient.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Two LogicalVolumes whose names derive to one LV name never share it:
+// the second fails AlreadyExists, and deleting it leaves the first's LV.
+func TestTwoObjectsNeverShareAnLV(t *testing.T) {
+	ctx := context.Background()
+	f := &fake.LVMD{}
+	node, _ := startAgent(t, f)
+	if reconciler.LVNameOf("snapshot-x") != reconciler.LVNameOf("tl-snapshot-x") {
+		t.Fatal("the names no longer collide: pick two that do")
+	}
+	if err := k8sClient.Create(ctx, newLV("snapshot-x", node, "1Gi")); err != nil {
+		t.Fatal(err)
+	}
+	readyLV(t, "snapshot-x")
+	if err := k8sClient.Create(ctx, newLV("tl-snapshot-x", node, "1Gi")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second to fail AlreadyExists", func() bool {
+		c := meta.FindStatusCondition(get(t, "tl-snapshot-x").Status.Conditions, thinlvmv1.ConditionFailed)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "AlreadyExists"
+	})
+	if err := k8sClient.Delete(ctx, get(t, "tl-snapshot-x")); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, "tl-snapshot-x")
+	if _, ok := f.LV("tl-snapshot-x"); !ok {
+		t.Fatal("deleting the second object removed the first one's LV")
+	}
+	if err := k8sClient.Delete(ctx, get(t, "snapshot-x")); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, "snapshot-x")
+	if _, ok := f.LV("tl-snapshot-x"); ok {
+		t.Error("the first object's LV outlived it")
+	}
 }
