@@ -368,6 +368,24 @@ func (c *Cluster) Kill(name string) {
 	}
 }
 
+// Crash kills the named processes with SIGKILL, as a node losing power or
+// the OOM killer would: no signal handler runs, no lease is released.
+// Restart starts them again.
+func (c *Cluster) Crash(name string) {
+	c.mu.Lock()
+	var ps []*proc
+	for _, p := range c.procs {
+		if p.name == name {
+			ps = append(ps, p)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
 func stop(p *proc) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -155,3 +155,79 @@ func TestSchedulerGoldenBaseLocality(t *testing.T) {
 	}
 	deleteAll(t, objs...)
 }
+
+// A pod deleted and made again for its Bound claim (a StatefulSet pod
+// re-created, a VM restarted on its root disk) runs again, on the claim's
+// node.
+func TestPodRecreatedForItsBoundClaim(t *testing.T) {
+	create(t, pvc("again-data", storageClass, "1Gi", false), pod("again", false, nil, "again-data"))
+	first := running(t, "again").Spec.NodeName
+	_, pv := bound(t, "again-data")
+	deleteAll(t, pod("again", false, nil))
+	create(t, pod("again", false, nil, "again-data"))
+	if got := running(t, "again").Spec.NodeName; got != first || got != pvNode(pv) {
+		t.Errorf("re-created pod on %s; first on %s, volume on %s", got, first, pvNode(pv))
+	}
+	deleteAll(t, pod("again", false, nil), pvc("again-data", "", "1Gi", false))
+}
+
+// The thinlvm scheduler dies after it wrote a claim's selected node and
+// before it bound the pod; the claim is then provisioned and bound without
+// it. The next leader finds a pod whose only thinlvm claim is bound: it
+// schedules it to the claim's node (it used to fail it for good with "read
+// ThinLVM/demand: not found").
+func TestSchedulerKilledBetweenClaimAndPodBinding(t *testing.T) {
+	var scheds []string
+	for _, p := range k.Procs() {
+		if strings.HasPrefix(p, "thinlvm-scheduler@") {
+			scheds = append(scheds, p)
+		}
+	}
+	if len(scheds) != 2 {
+		t.Fatalf("thinlvm scheduler processes %v, want the Deployment's 2", scheds)
+	}
+	restarted := false
+	defer func() {
+		if !restarted {
+			for _, s := range scheds {
+				_ = k.Restart(s, nil)
+			}
+		}
+	}()
+	create(t, pvc("killed-data", storageClass, "1Gi", false), pod("killed", false, nil, "killed-data"))
+	claim := &corev1.PersistentVolumeClaim{}
+	waitFor(t, "the scheduler to select a node for the claim", 2*time.Minute, func() (bool, error) {
+		err := k.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "killed-data"}, claim)
+		return err == nil && claim.Annotations["volume.kubernetes.io/selected-node"] != "", err
+	})
+	for _, s := range scheds { // the leader, and the standby that would take over
+		k.Crash(s)
+	}
+	p := &corev1.Pod{}
+	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "killed"}, p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.NodeName != "" {
+		t.Fatalf("the pod was bound to %s before the scheduler was killed: the claim bound faster than it was polled", p.Spec.NodeName)
+	}
+	_, pv := bound(t, "killed-data")
+	for _, s := range scheds {
+		if err := k.Restart(s, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarted = true
+	if got := running(t, "killed").Spec.NodeName; got != pvNode(pv) {
+		t.Errorf("pod on %s, its volume on %s", got, pvNode(pv))
+	}
+	events := &corev1.EventList{}
+	if err := k.Client.List(ctx, events, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == "killed" && e.Reason == "FailedScheduling" && strings.Contains(e.Message, "ThinLVM") {
+			t.Errorf("the ThinLVM plugin failed the pod: %s", e.Message)
+		}
+	}
+	deleteAll(t, pod("killed", false, nil), pvc("killed-data", "", "1Gi", false))
+}
