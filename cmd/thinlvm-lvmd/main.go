@@ -43,7 +43,7 @@ func main() {
 	fs.StringVar(&o.listen, "listen", "unix:///run/thinlvm/lvmd.sock", "Where to serve gRPC: unix:///path (mode 0600) or tcp://HOST:PORT (tests only).")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "", "Serve Prometheus metrics on this HOST:PORT; empty for none.")
 	fs.StringVar(&o.lvmPath, "lvm-path", "lvm", "The lvm binary.")
-	fs.DurationVar(&o.commandTimeout, "command-timeout", 2*time.Minute, "Timeout of one lvm command.")
+	fs.DurationVar(&o.commandTimeout, "command-timeout", 2*time.Minute, "How long lvmd waits for one lvm command. A command is never killed: past this the caller gets DeadlineExceeded, the command runs to its end, and lvmd re-reads the report before the next one.")
 	fs.DurationVar(&o.refreshInterval, "refresh-interval", 30*time.Second, "Refresh the lvm report this often when nothing changed it.")
 	klog.InitFlags(fs)
 	_ = fs.Parse(os.Args[1:])
@@ -113,6 +113,13 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 	}
 	if ms != nil {
 		_ = ms.Close()
+	}
+	// An lvm command killed with lvmd could leave a thin pool suspended:
+	// wait for what still runs (the pod's grace period bounds this too).
+	dctx, dcancel := context.WithTimeout(context.Background(), o.commandTimeout)
+	defer dcancel()
+	if derr := d.Drain(dctx); derr != nil {
+		logger.Info("lvmd exits with an lvm command still running", "error", derr)
 	}
 	return err
 }

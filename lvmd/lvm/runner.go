@@ -8,12 +8,22 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
 // Runner runs one lvm command (lvm's first argument is the subcommand, e.g.
 // "lvcreate") and returns its standard output. A failed command returns a
 // *CommandError.
+//
+// A Runner must never kill a command it started: lvm killed in the middle
+// of a device-mapper suspend can leave a thin pool suspended, and then every
+// I/O to it hangs until someone resumes it by hand. ctx bounds the wait, not
+// the command. When ctx ends before the command does, Run returns at once a
+// *StillRunningError that wraps ctx.Err() and tells when the command ends;
+// the command runs on and is reaped in the background. When ctx has ended
+// before Run is called, Run starts nothing and returns an error wrapping
+// ctx.Err().
 type Runner interface {
 	Run(ctx context.Context, args ...string) ([]byte, error)
 }
@@ -26,41 +36,74 @@ type ExecRunner struct {
 	// lvm in the host's mount namespace from a container.
 	Prefix []string
 	// OnRun, when set, is called after every command with its subcommand,
-	// duration in seconds and error; lvmd counts processes with it.
+	// duration in seconds and error; lvmd counts processes with it. It is
+	// called when the process has really ended, also when Run returned
+	// earlier because its context ended.
 	OnRun func(subcommand string, seconds float64, err error)
 }
 
 var _ Runner = (*ExecRunner)(nil)
 
-// Run implements Runner.
+// Run implements Runner. It does not use exec.CommandContext, which kills
+// the process when ctx ends.
 func (r *ExecRunner) Run(ctx context.Context, args ...string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		// Nothing runs that its caller no longer waits for.
+		return nil, &CommandError{Args: args, ExitCode: -1, err: fmt.Errorf("not started: %w", err)}
+	}
 	path := r.Path
 	if path == "" {
 		path = "lvm"
 	}
 	argv := append(append(append([]string{}, r.Prefix...), path), args...)
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	// LC_ALL=C: messages that errors are classified by must not be translated.
 	cmd.Env = append(os.Environ(), "LC_ALL=C", "LVM_SUPPRESS_FD_WARNINGS=1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Its own process group: a signal to lvmd's group (Ctrl-C in a
+	// terminal) does not reach lvm in the middle of its work.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
-	err := cmd.Run()
-	if r.OnRun != nil && len(args) > 0 {
-		r.OnRun(args[0], time.Since(start).Seconds(), err)
+	if err := cmd.Start(); err != nil {
+		r.observe(args, start, err)
+		return nil, &CommandError{Args: args, ExitCode: -1, err: err}
 	}
+	// The process is waited for here, not by the caller, so that it is
+	// reaped (and observed) however long it takes; this goroutine lives as
+	// long as the process.
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		err = cmd.Wait()
+		r.observe(args, start, err)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		select {
+		case <-done: // ended meanwhile: its result is worth more than ctx's error
+		default:
+			return nil, &StillRunningError{Args: args, Done: done, Err: ctx.Err()}
+		}
+	}
+	// done is closed: err, stdout and stderr are no longer written.
 	if err != nil {
 		cerr := &CommandError{Args: args, ExitCode: -1, Stderr: strings.TrimSpace(stderr.String()), err: err}
 		var exitErr *exec.ExitError
 		if errors.As(err, &exitErr) {
 			cerr.ExitCode = exitErr.ExitCode()
 		}
-		if ctx.Err() != nil {
-			cerr.err = fmt.Errorf("%w: %w", ctx.Err(), err)
-		}
 		return stdout.Bytes(), cerr
 	}
 	return stdout.Bytes(), nil
+}
+
+func (r *ExecRunner) observe(args []string, start time.Time, err error) {
+	if r.OnRun != nil && len(args) > 0 {
+		r.OnRun(args[0], time.Since(start).Seconds(), err)
+	}
 }
 
 // CommandError is a failed lvm command.
@@ -81,3 +124,23 @@ func (e *CommandError) Error() string {
 
 // Unwrap returns the underlying exec error.
 func (e *CommandError) Unwrap() error { return e.err }
+
+// StillRunningError is what a Runner returns when its context ended before
+// the command did: the caller stopped waiting, the command was not stopped
+// and may yet change things. Whoever serialises lvm commands must start no
+// other one until Done is closed, and must not trust what it knew of the
+// state before.
+type StillRunningError struct {
+	Args []string
+	// Done is closed when the command has ended.
+	Done <-chan struct{}
+	// Err is the context's error that ended the wait.
+	Err error
+}
+
+func (e *StillRunningError) Error() string {
+	return fmt.Sprintf("lvm %s: stopped waiting, the command runs on: %v", strings.Join(e.Args, " "), e.Err)
+}
+
+// Unwrap returns the context's error.
+func (e *StillRunningError) Unwrap() error { return e.Err }

@@ -37,7 +37,7 @@ func (d *Daemon) record(method string, start time.Time, err error, req any) {
 		}
 	}
 	if err != nil {
-		d.log.V(1).Info("rpc failed", "method", method, "code", code.String(), "error", status.Convert(err).Message(), "duration", elapsed, "request", req)
+		d.log.Info("rpc failed", "method", method, "code", code.String(), "error", status.Convert(err).Message(), "duration", elapsed, "request", req)
 		return
 	}
 	d.log.V(2).Info("rpc", "method", method, "duration", elapsed, "request", req)

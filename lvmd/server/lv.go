@@ -109,19 +109,25 @@ func withTags(tags []string) []string {
 	return out
 }
 
-// retryOnExists runs create; when lvm says the LV exists although the
-// cached report did not show it (made outside lvmd since the last refresh),
-// it refreshes once and runs decide again. Called with the lock held.
-func (d *Daemon) retryOnExists(ctx context.Context, decide func() (*pb.LogicalVolume, bool, error)) (*pb.LogicalVolume, error) {
-	for attempt := 0; ; attempt++ {
-		lv, done, err := decide()
-		if err == nil || done || attempt > 0 || !errors.Is(err, lvm.ErrExists) {
-			return lv, err
+// retryOnExists runs decide as a mutation (mutate); when lvm says the LV
+// exists although the cached report did not show it (made outside lvmd
+// since the last refresh), it refreshes once and runs decide again.
+func (d *Daemon) retryOnExists(ctx context.Context, decide func(mctx context.Context) (*pb.LogicalVolume, bool, error)) (*pb.LogicalVolume, error) {
+	var lv *pb.LogicalVolume
+	err := d.mutate(ctx, func(mctx context.Context) error {
+		for attempt := 0; ; attempt++ {
+			var done bool
+			var err error
+			lv, done, err = decide(mctx)
+			if err == nil || done || attempt > 0 || !errors.Is(err, lvm.ErrExists) {
+				return err
+			}
+			if rerr := d.store.refreshLocked(mctx); rerr != nil {
+				return errors.Join(err, rerr)
+			}
 		}
-		if rerr := d.store.refreshLocked(ctx); rerr != nil {
-			return nil, errors.Join(err, rerr)
-		}
-	}
+	})
+	return lv, err
 }
 
 func (s *lvService) CreateLV(ctx context.Context, req *pb.CreateLVRequest) (*pb.CreateLVResponse, error) {
@@ -133,11 +139,7 @@ func (s *lvService) CreateLV(ctx context.Context, req *pb.CreateLVRequest) (*pb.
 	if req.GetSizeBytes() == 0 {
 		return nil, fmt.Errorf("%w: size_bytes must be > 0", errInvalid)
 	}
-	unlock := d.store.lock()
-	defer unlock()
-	mctx, cancel := d.mutationContext(ctx)
-	defer cancel()
-	vol, err := d.retryOnExists(mctx, func() (*pb.LogicalVolume, bool, error) {
+	vol, err := d.retryOnExists(ctx, func(mctx context.Context) (*pb.LogicalVolume, bool, error) {
 		ext, err := d.extentSize(r.dc)
 		if err != nil {
 			return nil, true, err
@@ -185,11 +187,7 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 	if req.GetSourceName() == req.GetName() {
 		return nil, fmt.Errorf("%w: snapshot and source have the same name %q", errInvalid, req.GetName())
 	}
-	unlock := d.store.lock()
-	defer unlock()
-	mctx, cancel := d.mutationContext(ctx)
-	defer cancel()
-	vol, err := d.retryOnExists(mctx, func() (*pb.LogicalVolume, bool, error) {
+	vol, err := d.retryOnExists(ctx, func(mctx context.Context) (*pb.LogicalVolume, bool, error) {
 		rep := d.store.current().report
 		src, err := lookup(rep, request{dc: r.dc, name: req.GetSourceName()})
 		if src == nil || err != nil {
@@ -296,19 +294,16 @@ func (d *Daemon) remove(ctx context.Context, dc *config.DeviceClass, name string
 	return nil
 }
 
-// withLV runs f under the mutation lock, with a context detached from the
-// caller's cancellation (no half-made change) and the cached LV of r: nil
-// when absent, an error when it is not lvmd's.
+// withLV runs f as a mutation (mutate) with the cached LV of r: nil when
+// absent, an error when it is not lvmd's.
 func (d *Daemon) withLV(ctx context.Context, r request, f func(mctx context.Context, lv *lvm.LV) error) error {
-	unlock := d.store.lock()
-	defer unlock()
-	mctx, cancel := d.mutationContext(ctx)
-	defer cancel()
-	lv, err := lookup(d.store.current().report, r)
-	if err != nil {
-		return err
-	}
-	return f(mctx, lv)
+	return d.mutate(ctx, func(mctx context.Context) error {
+		lv, err := lookup(d.store.current().report, r)
+		if err != nil {
+			return err
+		}
+		return f(mctx, lv)
+	})
 }
 
 func (r request) notFound() error {

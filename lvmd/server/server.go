@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,8 +16,12 @@ import (
 
 // Options are the process settings of a Daemon.
 type Options struct {
-	// CommandTimeout bounds every lvm command. Mutations run to the end even
-	// when their caller goes away, so that no LV is left half-made.
+	// CommandTimeout bounds how long lvmd waits for a mutation's commands,
+	// and for a background refresh (the lock, the report and the pool
+	// autoextend it may run). It never kills a command (lvm.Runner): one
+	// that outlasts it runs on and keeps the lock until it ends, and the
+	// report is re-read then. A mutation does not stop waiting when its
+	// caller goes away, so that none is left half-done.
 	CommandTimeout time.Duration
 	// RefreshInterval refreshes the report when no mutation did, since thin
 	// pool data use changes as volumes are written.
@@ -42,7 +47,6 @@ func New(cfg *config.Config, runner lvm.Runner, metrics *Metrics, opts Options, 
 	if opts.CommandTimeout == 0 {
 		opts.CommandTimeout = 2 * time.Minute
 	}
-	client := &lvm.Client{Runner: runner}
 	var vgs []string
 	seen := map[string]bool{}
 	for _, dc := range cfg.DeviceClasses {
@@ -51,8 +55,9 @@ func New(cfg *config.Config, runner lvm.Runner, metrics *Metrics, opts Options, 
 			vgs = append(vgs, dc.VolumeGroup)
 		}
 	}
-	d := &Daemon{cfg: cfg, lvm: client, metrics: metrics, opts: opts, log: log, extendFailed: map[string]uint64{}}
-	d.store = newStore(client, vgs, log)
+	d := &Daemon{cfg: cfg, metrics: metrics, opts: opts, log: log, extendFailed: map[string]uint64{}}
+	d.store = newStore(runner, vgs, opts.CommandTimeout, log)
+	d.lvm = d.store.lvm // every command goes through the store's lock and tracker
 	if opts.RefreshInterval > 0 {
 		d.store.interval = opts.RefreshInterval
 	}
@@ -61,11 +66,23 @@ func New(cfg *config.Config, runner lvm.Runner, metrics *Metrics, opts Options, 
 	return d
 }
 
+// Drain waits until no lvm command runs, those lvmd stopped waiting for
+// included, and keeps any other from starting: lvmd calls it on its way
+// out, so that it never leaves an lvm command to die with it. It returns
+// early with an error when ctx ends.
+func (d *Daemon) Drain(ctx context.Context) error {
+	_, err := d.store.lock(ctx) // held for good: nothing starts after it
+	return err
+}
+
 // Start reads the first report (so that lvmd never serves without one and
 // fails fast on a missing VG or pool) and refreshes it in the background
 // until ctx ends.
 func (d *Daemon) Start(ctx context.Context) error {
-	if err := d.store.refresh(ctx); err != nil {
+	// Bounded like every refresh: a hung lvm fails Start rather than hang it.
+	rctx, cancel := context.WithTimeout(ctx, d.opts.CommandTimeout)
+	defer cancel()
+	if err := d.store.refresh(rctx); err != nil {
 		return fmt.Errorf("read initial lvm report: %w", err)
 	}
 	for i := range d.cfg.DeviceClasses {
@@ -83,8 +100,28 @@ func (d *Daemon) Register(s *grpc.Server) {
 	pb.RegisterVGServiceServer(s, &vgService{d: d})
 }
 
-// mutationContext detaches a mutation from its caller's cancellation (an lvm
-// command killed midway can leave a half-made LV) and bounds it instead.
+// mutate runs f under the lock. The wait for the lock ends with the
+// caller's ctx: a caller that went away gets an error wrapping the context's
+// and runs no command. f gets a mutation context (mutationContext) and a
+// view re-read when stale.
+func (d *Daemon) mutate(ctx context.Context, f func(mctx context.Context) error) error {
+	unlock, err := d.store.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	mctx, cancel := d.mutationContext(ctx)
+	defer cancel()
+	if err := d.store.freshenLocked(mctx); err != nil {
+		return err
+	}
+	return f(mctx)
+}
+
+// mutationContext detaches a mutation from its caller's cancellation, so
+// that one of several commands (a snapshot, then its extend) is not left
+// half-done when the caller goes away, and bounds how long lvmd waits for
+// it instead. The bound ends the wait, never a command (lvm.Runner).
 func (d *Daemon) mutationContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), d.opts.CommandTimeout)
 }
@@ -135,7 +172,20 @@ func (d *Daemon) autoExtend(ctx context.Context, r *lvm.Report) bool {
 		if dc.AutoExtend == nil || !d.needsExtend(dc, r) {
 			continue
 		}
-		if err := d.lvm.AutoExtendPool(ctx, dc.VolumeGroup, dc.ThinPool, dc.AutoExtend.ThresholdPercent, dc.AutoExtend.Percent); err != nil {
+		// An extend is a mutation: lvmd waits for it as long as for any
+		// other, whatever its caller's context (Start, the refresher, a
+		// create that needs room), and never kills it.
+		actx, cancel := context.WithTimeout(ctx, d.opts.CommandTimeout)
+		err := d.lvm.AutoExtendPool(actx, dc.VolumeGroup, dc.ThinPool, dc.AutoExtend.ThresholdPercent, dc.AutoExtend.Percent)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			// lvmd stopped waiting (the extend runs on: lvm.StillRunningError)
+			// or never started it: no outcome, so no failure to remember. The
+			// report read once an extend has ended shows what it did.
+			d.log.Error(err, "thin pool autoextend not waited for to its end", "deviceClass", dc.Name)
+			continue
+		}
+		if err != nil {
 			d.log.Error(err, "thin pool autoextend failed; retried when the VG's free space changes", "deviceClass", dc.Name)
 			d.extendFailed[dc.Name] = r.VG(dc.VolumeGroup).Free
 			continue

@@ -65,6 +65,8 @@ type env struct {
 // envOptions tune the store before the Daemon starts.
 type envOptions struct {
 	debounce, maxStale, interval time.Duration
+	// commandTimeout is Options.CommandTimeout; 0 for the default.
+	commandTimeout time.Duration
 }
 
 // newEnv starts a Daemon for cfg over f and connects to it. The store
@@ -75,7 +77,7 @@ func newEnv(t *testing.T, cfg *config.Config, f *fake.Runner, o envOptions) *env
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("test config: %v", err)
 	}
-	d := New(cfg, f, NewMetrics(prometheus.NewRegistry()), Options{}, logr.Discard())
+	d := New(cfg, f, NewMetrics(prometheus.NewRegistry()), Options{CommandTimeout: o.commandTimeout}, logr.Discard())
 	d.store.debounce, d.store.maxStale, d.store.interval = 5*time.Millisecond, 200*time.Millisecond, time.Hour
 	if o.debounce > 0 {
 		d.store.debounce = o.debounce
@@ -118,11 +120,16 @@ func (e *env) settle(t *testing.T) {
 	eventually(t, "a fresh report after the mutations", func() bool {
 		s := e.d.store
 		// A fresh view, no refresh queued, no mutation or refresh running.
-		if !s.current().fresh || len(s.dirty) > 0 || s.pending.Load() > 0 || !s.mu.TryLock() {
+		if !s.current().fresh || len(s.dirty) > 0 || s.pending.Load() > 0 {
 			return false
 		}
-		s.mu.Unlock()
-		return true
+		select {
+		case s.sem <- struct{}{}:
+			<-s.sem
+			return true
+		default:
+			return false
+		}
 	})
 }
 

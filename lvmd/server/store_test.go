@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/thinlvm/thinlvm/lvmd/lvm"
 	"github.com/thinlvm/thinlvm/lvmd/lvm/fake"
@@ -128,7 +131,7 @@ func TestRefreshAfterMutation(t *testing.T) {
 	f := testRunner()
 	var hold atomic.Bool
 	release := make(chan struct{})
-	f.OnRun = func(args []string) {
+	f.OnRun = func(_ context.Context, args []string) {
 		if args[0] == "fullreport" && hold.Load() {
 			<-release
 		}
@@ -197,7 +200,7 @@ func TestIntervalRefresh(t *testing.T) {
 func TestReadsDoNotWaitForMutations(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	f := testRunner()
-	f.OnRun = func(args []string) {
+	f.OnRun = func(_ context.Context, args []string) {
 		if args[0] == "lvcreate" {
 			close(started)
 			<-release
@@ -233,7 +236,7 @@ func TestMutationOutlivesCaller(t *testing.T) {
 	var once sync.Once
 	f := testRunner()
 	f.LVs = []fake.LV{{VG: "vg0", Name: "src", Pool: "pool", Size: gib, Tags: []string{"thinlvm"}}}
-	f.OnRun = func(args []string) {
+	f.OnRun = func(_ context.Context, args []string) {
 		if args[0] == "lvcreate" {
 			once.Do(func() { close(started) })
 			<-release
@@ -311,5 +314,458 @@ func TestCommandsSerialised(t *testing.T) {
 	}
 	if got, want := len(f.ListLVs()), 17; got != want {
 		t.Errorf("%d LVs, want %d", got, want)
+	}
+}
+
+// gate holds one fake lvm command, once armed, until release is closed, as
+// a slow lvm would hold it; it logs the start of every command and the end
+// of the held one, in order.
+type gate struct {
+	held    chan context.Context // gets the held command's context
+	release chan struct{}
+
+	mu     sync.Mutex
+	match  func(args []string) bool
+	events []string
+}
+
+// newGate sets f's OnRun; the gate holds nothing until armed.
+func newGate(f *fake.Runner) *gate {
+	g := &gate{held: make(chan context.Context, 1), release: make(chan struct{})}
+	f.OnRun = g.onRun
+	return g
+}
+
+// arm holds the next command that match accepts.
+func (g *gate) arm(match func(args []string) bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.match = match
+}
+
+func (g *gate) onRun(ctx context.Context, args []string) {
+	name := label(args)
+	g.mu.Lock()
+	g.events = append(g.events, "start "+name)
+	hold := g.match != nil && g.match(args)
+	if hold {
+		g.match = nil
+	}
+	g.mu.Unlock()
+	if !hold {
+		return
+	}
+	g.held <- ctx
+	<-g.release
+	g.mu.Lock()
+	g.events = append(g.events, "end "+name)
+	g.mu.Unlock()
+}
+
+// log returns the events so far.
+func (g *gate) log() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.events)
+}
+
+// label names a command in a gate's log: its subcommand, and for lvcreate
+// the new LV's name.
+func label(args []string) string {
+	if i := slices.Index(args, "--name"); i >= 0 && i+1 < len(args) {
+		return args[0] + " " + args[i+1]
+	}
+	return args[0]
+}
+
+func command(want string) func(args []string) bool {
+	return func(args []string) bool { return label(args) == want }
+}
+
+// A mutation whose command outlasts lvmd's wait: the caller gets an error
+// at once, the command is not killed and keeps the lock until it ends, the
+// next mutation starts only then, and decides on what lvm holds.
+func TestMutationOutlastingItsWait(t *testing.T) {
+	tests := []struct {
+		name           string
+		commandTimeout time.Duration
+		// cancel cancels the caller's context once the command has started.
+		cancel   bool
+		wantCode codes.Code
+		// wantReread: lvmd stopped waiting, so nothing amended the view: the
+		// report must be read between the end of the first command and the
+		// second.
+		wantReread bool
+	}{
+		{name: "lvmd stops waiting", commandTimeout: 300 * time.Millisecond, wantCode: codes.DeadlineExceeded, wantReread: true},
+		{name: "caller goes away", cancel: true, wantCode: codes.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := testRunner()
+			g := newGate(f)
+			e := newEnv(t, testConfig(), f, envOptions{commandTimeout: tt.commandTimeout})
+			g.arm(command("lvcreate a"))
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			first := make(chan error, 1)
+			go func() {
+				_, err := e.lv.CreateLV(ctx, &pb.CreateLVRequest{Name: "a", SizeBytes: gib})
+				first <- err
+			}()
+			<-g.held
+			if tt.cancel {
+				cancel()
+			}
+			select {
+			case err := <-first:
+				wantCode(t, err, tt.wantCode)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the caller still waits for the held lvcreate")
+			}
+
+			second := make(chan error, 1)
+			go func() {
+				_, err := e.lv.CreateLV(t.Context(), &pb.CreateLVRequest{Name: "b", SizeBytes: gib})
+				second <- err
+			}()
+			eventually(t, "the second mutation to wait for the lock", func() bool { return e.d.store.pending.Load() >= 2 })
+			time.Sleep(50 * time.Millisecond) // time for the second lvcreate to start, were the lock free
+			if slices.Contains(g.log(), "start lvcreate b") {
+				t.Fatalf("a second lvcreate started while the first one ran: %q", g.log())
+			}
+			close(g.release)
+			if err := <-second; err != nil {
+				t.Fatal(err)
+			}
+
+			log := g.log()
+			end, next := slices.Index(log, "end lvcreate a"), slices.Index(log, "start lvcreate b")
+			if end < 0 || next < end {
+				t.Fatalf("command log %q: the second lvcreate must start after the first ended", log)
+			}
+			if tt.wantReread && !slices.Contains(log[end:next], "start fullreport") {
+				t.Errorf("command log %q: no report read between the first lvcreate's end and the second", log)
+			}
+			lv, want := e.d.store.current().report.LV("vg0", "a"), fakeLV(t, f, "a")
+			if lv == nil || tt.wantReread && lv.UUID != want.UUID {
+				t.Errorf("view after the second mutation has lv a %+v; lvm has %+v", lv, want)
+			}
+			e.settle(t)
+			diffNames(t, []string{"vg0/a", "vg0/b"}, f)
+			for _, name := range []string{"a", "b"} {
+				if _, err := e.lv.GetLV(t.Context(), &pb.GetLVRequest{Name: name}); err != nil {
+					t.Errorf("GetLV(%s): %v", name, err)
+				}
+			}
+		})
+	}
+}
+
+func fakeLV(t *testing.T, f *fake.Runner, name string) fake.LV {
+	t.Helper()
+	lv, ok := f.GetLV("vg0", name)
+	if !ok {
+		t.Fatalf("lvm has no LV vg0/%s", name)
+	}
+	return lv
+}
+
+// A caller whose context ends while it waits for the lock, or has ended when
+// it gets it, gets the context's error and never runs its command.
+func TestLockWaitEndsWithCaller(t *testing.T) {
+	create := func(ctx context.Context, s *lvService) error {
+		_, err := s.CreateLV(ctx, &pb.CreateLVRequest{Name: "b", SizeBytes: gib})
+		return err
+	}
+	snapshot := func(ctx context.Context, s *lvService) error {
+		_, err := s.CreateSnapshot(ctx, &pb.CreateSnapshotRequest{Name: "b", SourceName: "x", SizeBytes: 2 * gib})
+		return err
+	}
+	resize := func(ctx context.Context, s *lvService) error {
+		_, err := s.ResizeLV(ctx, &pb.ResizeLVRequest{Name: "x", SizeBytes: 2 * gib})
+		return err
+	}
+	remove := func(ctx context.Context, s *lvService) error {
+		_, err := s.RemoveLV(ctx, &pb.RemoveLVRequest{Name: "x"})
+		return err
+	}
+	tests := []struct {
+		name string
+		op   func(ctx context.Context, s *lvService) error
+		// held: another mutation holds the lock while op waits; otherwise
+		// the lock is free and op's context has ended before the call, which
+		// is tried often enough to meet both of select's choices.
+		held bool
+		// timeout ends op's context by deadline, otherwise it is cancelled.
+		timeout time.Duration
+		want    codes.Code
+	}{
+		{name: "create cancelled while waiting", op: create, held: true, want: codes.Canceled},
+		{name: "snapshot past its deadline while waiting", op: snapshot, held: true, timeout: 50 * time.Millisecond, want: codes.DeadlineExceeded},
+		{name: "remove cancelled while waiting", op: remove, held: true, want: codes.Canceled},
+		{name: "resize cancelled, lock free", op: resize, want: codes.Canceled},
+		{name: "create cancelled, lock free", op: create, want: codes.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := testRunner()
+			f.LVs = []fake.LV{{VG: "vg0", Name: "x", Pool: "pool", Size: gib, Tags: []string{"thinlvm"}}}
+			g := newGate(f)
+			e := newEnv(t, testConfig(), f, envOptions{})
+			s := &lvService{d: e.d}
+			holder := make(chan error, 1)
+			if tt.held {
+				g.arm(command("lvcreate a"))
+				go func() {
+					_, err := s.CreateLV(t.Context(), &pb.CreateLVRequest{Name: "a", SizeBytes: gib})
+					holder <- err
+				}()
+				<-g.held
+			}
+			before := len(g.log())
+
+			ctx, cancel := context.WithCancel(t.Context())
+			if tt.timeout > 0 {
+				ctx, cancel = context.WithTimeout(t.Context(), tt.timeout)
+			}
+			defer cancel()
+			tries := 1
+			if !tt.held {
+				cancel()
+				tries = 20
+			}
+			for range tries {
+				done := make(chan error, 1)
+				go func() { done <- tt.op(ctx, s) }()
+				if tt.held && tt.timeout == 0 {
+					eventually(t, "the call to wait for the lock", func() bool { return e.d.store.pending.Load() >= 2 })
+					cancel()
+				}
+				var err error
+				select {
+				case err = <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the call still waits for the lock after its context ended")
+				}
+				if code := status.Code(toStatus(err)); code != tt.want {
+					t.Fatalf("error %v, code %v; want %v", err, code, tt.want)
+				}
+			}
+			if tt.held {
+				close(g.release)
+				if err := <-holder; err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.settle(t)
+			for _, ev := range g.log()[before:] {
+				if ev != "end lvcreate a" && ev != "start fullreport" {
+					t.Errorf("a call whose context ended ran lvm: %q", g.log()[before:])
+					break
+				}
+			}
+			if lv := fakeLV(t, f, "x"); lv.Size != gib {
+				t.Errorf("lv x is %d bytes, want it untouched at %d", lv.Size, gib)
+			}
+			if _, ok := f.GetLV("vg0", "b"); ok {
+				t.Error("lv b was created")
+			}
+			if got := e.d.store.pending.Load(); got != 0 {
+				t.Errorf("%d callers counted as waiting for or holding the lock, want 0", got)
+			}
+		})
+	}
+}
+
+// Background work does not wait for lvm with the bare process context:
+// every command that Start, the refresher and the pool autoextend run has a
+// deadline, no later than the command timeout.
+func TestBackgroundWaitsBounded(t *testing.T) {
+	const timeout = time.Minute
+	tests := []struct {
+		name string
+		// setup changes the fake before Start; the commands Start runs are
+		// checked only when startToo.
+		setup    func(f *fake.Runner)
+		startToo bool
+		interval time.Duration
+		// trigger makes the background work run after Start.
+		trigger func(t *testing.T, e *env)
+		want    []string
+	}{
+		{
+			name:     "Start and its autoextend",
+			setup:    func(f *fake.Runner) { f.Pools[1].DataPercent = 85 },
+			startToo: true,
+			want:     []string{"fullreport", "lvextend"},
+		},
+		{
+			name:     "periodic refresh and its autoextend",
+			interval: 10 * time.Millisecond,
+			trigger: func(t *testing.T, e *env) {
+				e.fake.SetPoolUsage("vg1", "tp", 81, 0)
+				eventually(t, "the pool to be extended", func() bool { return e.fake.Count("lvextend") > 0 })
+			},
+			want: []string{"fullreport", "lvextend"},
+		},
+		{
+			name: "refresh after a mutation",
+			trigger: func(t *testing.T, e *env) {
+				if _, err := e.lv.CreateLV(t.Context(), &pb.CreateLVRequest{Name: "a", SizeBytes: gib}); err != nil {
+					t.Fatal(err)
+				}
+				e.settle(t)
+			},
+			want: []string{"fullreport", "lvcreate"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := testRunner()
+			if tt.setup != nil {
+				tt.setup(f)
+			}
+			type run struct {
+				sub       string
+				remaining time.Duration
+				bounded   bool
+			}
+			var mu sync.Mutex
+			var runs []run
+			f.OnRun = func(ctx context.Context, args []string) {
+				deadline, ok := ctx.Deadline()
+				mu.Lock()
+				defer mu.Unlock()
+				runs = append(runs, run{sub: args[0], remaining: time.Until(deadline), bounded: ok})
+			}
+			e := newEnv(t, testConfig(), f, envOptions{commandTimeout: timeout, interval: tt.interval})
+			if !tt.startToo {
+				mu.Lock()
+				runs = nil
+				mu.Unlock()
+			}
+			if tt.trigger != nil {
+				tt.trigger(t, e)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			var subs []string
+			for _, r := range runs {
+				if !r.bounded || r.remaining <= 0 || r.remaining > timeout {
+					t.Errorf("lvm %s ran with deadline %t, %v left; want at most %v", r.sub, r.bounded, r.remaining, timeout)
+				}
+				if !slices.Contains(subs, r.sub) {
+					subs = append(subs, r.sub)
+				}
+			}
+			for _, sub := range tt.want {
+				if !slices.Contains(subs, sub) {
+					t.Errorf("no lvm %s ran (ran %q): the test proves nothing", sub, subs)
+				}
+			}
+		})
+	}
+}
+
+// A background command that outlasts its wait is not killed: the refresher
+// stops waiting at its deadline, no other command starts until the held one
+// ends, and the report is read again after it.
+func TestBackgroundCommandOutlastingItsWait(t *testing.T) {
+	tests := []struct {
+		name    string
+		hold    string
+		trigger func(f *fake.Runner)
+		// check runs on the settled env after the command ended.
+		check func(t *testing.T, e *env)
+	}{
+		{name: "periodic report", hold: "fullreport"},
+		{
+			name:    "autoextend",
+			hold:    "lvextend",
+			trigger: func(f *fake.Runner) { f.SetPoolUsage("vg1", "tp", 81, 0) },
+			check: func(t *testing.T, e *env) {
+				resp, err := e.vg.GetCapacity(t.Context(), &pb.GetCapacityRequest{DeviceClass: "hdd"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := resp.GetDeviceClasses()[0].GetThinPoolSizeBytes(); got != hddPoolGrown {
+					t.Errorf("pool size %d in the report, want %d after the extend", got, hddPoolGrown)
+				}
+				if got := e.fake.Count("lvextend"); got != 1 {
+					t.Errorf("%d lvextend commands, want 1", got)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := testRunner()
+			g := newGate(f)
+			e := newEnv(t, testConfig(), f, envOptions{commandTimeout: 200 * time.Millisecond, interval: 10 * time.Millisecond})
+			g.arm(command(tt.hold))
+			if tt.trigger != nil {
+				tt.trigger(f)
+			}
+			ctx := <-g.held
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the held %s's context never ended", tt.hold)
+			}
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				t.Errorf("held %s's context: %v, want its deadline passed", tt.hold, ctx.Err())
+			}
+			held := len(g.log())
+			// Long enough for the refresher to give up its next wait for the
+			// lock too (200ms).
+			time.Sleep(300 * time.Millisecond)
+			if after := g.log()[held:]; len(after) > 0 {
+				t.Errorf("commands started while the %s ran on: %q", tt.hold, after)
+			}
+			reports := f.Count("fullreport")
+			close(g.release)
+			e.settle(t)
+			if f.Count("fullreport") == reports {
+				t.Error("no report read after the held command ended")
+			}
+			if tt.check != nil {
+				tt.check(t, e)
+			}
+		})
+	}
+}
+
+// Drain, lvmd's last act, waits for a command lvmd stopped waiting for and
+// starts nothing after it.
+func TestDrainWaitsForRunningCommands(t *testing.T) {
+	f := testRunner()
+	g := newGate(f)
+	e := newEnv(t, testConfig(), f, envOptions{commandTimeout: 200 * time.Millisecond})
+	g.arm(command("lvcreate a"))
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.lv.CreateLV(t.Context(), &pb.CreateLVRequest{Name: "a", SizeBytes: gib})
+		first <- err
+	}()
+	<-g.held
+	wantCode(t, <-first, codes.DeadlineExceeded) // lvmd stopped waiting; lvcreate runs on
+	drained := make(chan error, 1)
+	go func() { drained <- e.d.Drain(t.Context()) }()
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned (%v) while lvcreate ran", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(g.release)
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, err := e.lv.CreateLV(ctx, &pb.CreateLVRequest{Name: "b", SizeBytes: gib})
+	wantCode(t, err, codes.DeadlineExceeded)
+	if slices.Contains(g.log(), "start lvcreate b") {
+		t.Errorf("a command started after Drain: %q", g.log())
 	}
 }

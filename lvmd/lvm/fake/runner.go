@@ -81,9 +81,12 @@ type Runner struct {
 	LVs   []LV
 	// Failures fail the next matching commands, first first.
 	Failures []Failure
-	// OnRun, when set, is called with every command's arguments before the
-	// command runs, without the Runner's lock held.
-	OnRun func(args []string)
+	// OnRun, when set, is called with every started command's context and
+	// arguments before the command changes anything, without the Runner's
+	// lock held. It may block, as a slow lvm would: like lvm.ExecRunner,
+	// Run then returns an *lvm.StillRunningError when ctx ends, and the
+	// command still completes when OnRun returns.
+	OnRun func(ctx context.Context, args []string)
 
 	mu     sync.Mutex
 	calls  [][]string
@@ -93,12 +96,39 @@ type Runner struct {
 
 var _ lvm.Runner = (*Runner)(nil)
 
-// Run implements lvm.Runner.
+// Run implements lvm.Runner. A command whose context has ended is not
+// started: it is not recorded and changes nothing.
 func (r *Runner) Run(ctx context.Context, args ...string) ([]byte, error) {
 	args = slices.Clone(args)
-	if r.OnRun != nil {
-		r.OnRun(args)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fake lvm %s: not started: %w", strings.Join(args, " "), err)
 	}
+	// The command runs here as lvm.ExecRunner's process does: to its end,
+	// whether or not Run still waits for it.
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() {
+		defer close(done)
+		if r.OnRun != nil {
+			r.OnRun(ctx, args)
+		}
+		out, err = r.run(args)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		select {
+		case <-done:
+		default:
+			return nil, &lvm.StillRunningError{Args: args, Done: done, Err: ctx.Err()}
+		}
+	}
+	return out, err
+}
+
+// run simulates one command.
+func (r *Runner) run(args []string) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, args)
@@ -110,10 +140,6 @@ func (r *Runner) Run(ctx context.Context, args ...string) ([]byte, error) {
 		r.counts = map[string]int{}
 	}
 	r.counts[sub]++
-	if err := ctx.Err(); err != nil {
-		// As exec.CommandContext: a cancelled command does not start.
-		return nil, &lvm.CommandError{Args: args, ExitCode: -1, Stderr: "fake lvm: " + err.Error()}
-	}
 	for i, f := range r.Failures {
 		if f.Subcommand == "" || f.Subcommand == sub {
 			r.Failures = slices.Delete(r.Failures, i, i+1)
@@ -147,7 +173,8 @@ func (r *Runner) Run(ctx context.Context, args ...string) ([]byte, error) {
 	return []byte(out), nil
 }
 
-// Calls returns the arguments of every command run so far, in order.
+// Calls returns the arguments of every command run so far, in order; a
+// command blocked in OnRun is not yet in it.
 func (r *Runner) Calls() [][]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

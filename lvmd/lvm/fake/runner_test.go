@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -486,15 +487,73 @@ func TestUnknownField(t *testing.T) {
 	}
 }
 
+// A command whose context ended before Run is not started, as with
+// lvm.ExecRunner.
 func TestCancelledContext(t *testing.T) {
 	f := newRunner()
+	f.OnRun = func(context.Context, []string) { t.Error("a command with a cancelled context started") }
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := (&lvm.Client{Runner: f}).Remove(ctx, "vg0", "thin1"); err == nil {
-		t.Error("Remove with a cancelled context succeeded")
+	if err := (&lvm.Client{Runner: f}).Remove(ctx, "vg0", "thin1"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Remove with a cancelled context: %v, want context.Canceled", err)
 	}
 	if _, ok := f.GetLV("vg0", "thin1"); !ok {
 		t.Error("a cancelled lvremove removed the LV")
+	}
+	if got := f.Total(); got != 0 {
+		t.Errorf("%d commands recorded, want none", got)
+	}
+}
+
+// A command held in OnRun outlives its context, as lvm.ExecRunner's
+// process does: Run returns at once, the command completes when let go.
+func TestHeldCommandOutlivesContext(t *testing.T) {
+	tests := []struct {
+		name    string
+		ctx     func() (context.Context, context.CancelFunc)
+		cancel  bool
+		wantErr error
+	}{
+		{name: "cancelled", ctx: func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, cancel: true, wantErr: context.Canceled},
+		{name: "deadline passed", ctx: func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 20*time.Millisecond)
+		}, wantErr: context.DeadlineExceeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newRunner()
+			started, release := make(chan struct{}), make(chan struct{})
+			f.OnRun = func(_ context.Context, args []string) {
+				if args[0] == "lvremove" {
+					close(started)
+					<-release
+				}
+			}
+			ctx, cancel := tt.ctx()
+			defer cancel()
+			ran := make(chan error, 1)
+			go func() { ran <- (&lvm.Client{Runner: f}).Remove(ctx, "vg0", "thin1") }()
+			<-started
+			if tt.cancel {
+				cancel()
+			}
+			err := <-ran
+			var still *lvm.StillRunningError
+			if !errors.As(err, &still) || !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Remove: %v, want a *lvm.StillRunningError wrapping %v", err, tt.wantErr)
+			}
+			if _, ok := f.GetLV("vg0", "thin1"); !ok {
+				t.Fatal("the held lvremove removed the LV before it was let go")
+			}
+			close(release)
+			<-still.Done
+			if _, ok := f.GetLV("vg0", "thin1"); ok {
+				t.Error("the lvremove did not complete after its context ended")
+			}
+			if got := f.Count("lvremove"); got != 1 {
+				t.Errorf("%d lvremove commands recorded, want 1", got)
+			}
+		})
 	}
 }
 
