@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # build-image.sh — build the kernel + initramfs of the real-LVM test VM from
 # Debian packages: Debian's kernel (dm-thin-pool and friends as modules),
-# lvm2, thin-provisioning-tools, e2fsprogs, xfsprogs, qemu-img and busybox.
+# lvm2, thin-provisioning-tools, e2fsprogs, xfsprogs, qemu-img (run under
+# prlimit) and busybox.
 #
 # Output: $LVMVM_DIR/image/{vmlinux|vmlinuz,initrd.img,MANIFEST}
 #         (default $HOME/.cache/thinlvm/lvmvm). The project's own binaries are
@@ -69,7 +70,7 @@ for b in /usr/sbin/lvm /usr/sbin/dmsetup /usr/sbin/dmeventd /usr/sbin/mke2fs \
     /usr/sbin/e2fsck /usr/sbin/resize2fs /usr/sbin/tune2fs /usr/sbin/dumpe2fs /usr/sbin/mkfs.xfs \
     /usr/sbin/xfs_growfs /usr/sbin/xfs_repair /usr/sbin/xfs_db /usr/sbin/xfs_io /usr/sbin/pdata_tools \
     /usr/bin/date /usr/bin/dd /usr/bin/sha256sum /usr/bin/stat /usr/sbin/blkdiscard \
-    /usr/sbin/blkid /usr/sbin/blockdev /usr/bin/mount /usr/bin/umount /usr/bin/bash /usr/bin/qemu-img; do
+    /usr/sbin/blkid /usr/sbin/blockdev /usr/bin/mount /usr/bin/umount /usr/bin/bash /usr/bin/qemu-img /usr/bin/prlimit; do
   [ -e "$b" ] || continue
   rm -f "$R$b"; putbin "$b"; done
 for f in /usr/lib/x86_64-linux-gnu/device-mapper/*.so /usr/lib/x86_64-linux-gnu/libdevmapper-event-lvm2*.so*; do

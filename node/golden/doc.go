@@ -6,5 +6,7 @@
 // zero blocks, so the base takes pool space only for the image's data. A
 // populated base is sealed read-only and inactive; every volume made from
 // it is a thin snapshot. Progress and state go to the LVMNode's status and
-// to Events on the GoldenImage; a failed population leaves no base.
+// to Events on the GoldenImage; a failed population leaves no base. An image
+// and its server are untrusted: it must never let them reach the node's
+// files, devices or link-local network.
 package golden

@@ -6,16 +6,17 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
-	"os/exec"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,13 +38,15 @@ type progress struct {
 // download is an HTTP GET that survives broken connections: after an error
 // it asks again from the offset reached (Range, guarded by If-Range on the
 // ETag or Last-Modified), or skips what it already read when the server
-// ignores ranges.
+// ignores ranges. Its errors name the URL redacted.
 type download struct {
 	ctx      context.Context
 	client   *http.Client
 	url      string
+	name     string // url, redacted
 	attempts int
 	backoff  time.Duration
+	stall    time.Duration
 	prog     *progress
 
 	body      io.ReadCloser
@@ -53,9 +56,12 @@ type download struct {
 }
 
 func (d *download) open() error {
-	req, err := http.NewRequestWithContext(d.ctx, http.MethodGet, d.url, nil)
+	// The request's own context lets the watchdog end a stalled read.
+	ctx, cancel := context.WithCancel(d.ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.url, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errPermanent, err)
+		cancel()
+		return fmt.Errorf("%w: get %s: %w", errPermanent, d.name, withoutURL(err))
 	}
 	if d.off > 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(d.off, 10)+"-")
@@ -65,14 +71,16 @@ func (d *download) open() error {
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return err
+		cancel()
+		return fmt.Errorf("get %s: %w", d.name, withoutURL(err))
 	}
+	body := newWatchdog(resp.Body, cancel, d.stall)
 	switch {
 	case resp.StatusCode == http.StatusPartialContent && d.off > 0:
 	case resp.StatusCode == http.StatusOK:
 		if d.off > 0 { // no resume: skip what was read
-			if _, err := io.CopyN(io.Discard, resp.Body, d.off); err != nil {
-				resp.Body.Close()
+			if _, err := io.CopyN(io.Discard, body, d.off); err != nil {
+				body.Close()
 				return fmt.Errorf("skip %d bytes already read: %w", d.off, err)
 			}
 		} else {
@@ -84,14 +92,14 @@ func (d *download) open() error {
 			}
 		}
 	default:
-		resp.Body.Close()
-		err := fmt.Errorf("GET %s: %s", d.url, resp.Status)
+		body.Close()
+		err := fmt.Errorf("GET %s: %s", d.name, resp.Status)
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
 			return fmt.Errorf("%w: %w", errPermanent, err)
 		}
 		return err
 	}
-	d.body = resp.Body
+	d.body = body
 	return nil
 }
 
@@ -119,7 +127,7 @@ func (d *download) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		if d.failures++; d.failures >= d.attempts {
-			return 0, fmt.Errorf("download %s: %d attempts failed, last: %w", d.url, d.failures, err)
+			return 0, fmt.Errorf("download %s: %d attempts failed, last: %w", d.name, d.failures, err)
 		}
 		select {
 		case <-d.ctx.Done():
@@ -197,17 +205,44 @@ func writeSparse(dst io.WriterAt, src io.Reader, limit int64) (int64, error) {
 	}
 }
 
-// Writer streams an image into a base's device.
+// Writer streams an image into a base's device. Its zero value downloads
+// with the defaults below; qcow2 images need QemuImg.
 type Writer struct {
-	// HTTP is the client for downloads; default http.DefaultClient.
-	HTTP *http.Client
 	// QemuImg is the qemu-img binary that converts qcow2 images.
 	QemuImg string
+	// Prlimit is the prlimit binary (util-linux) that runs qemu-img with
+	// resource limits; default "prlimit" from $PATH. qcow2 images fail
+	// without it: qemu-img does not run unbounded on a crafted image.
+	Prlimit string
 	// ScratchDir holds a qcow2 image between download and conversion.
 	ScratchDir string
 	// Attempts and Backoff bound a download's retries; defaults 5 and 1s.
 	Attempts int
 	Backoff  time.Duration
+	// StallTimeout fails a download's attempt when, while it waits for the
+	// body, no byte arrives for this long, or under 64 KiB arrive in this
+	// long; the attempt is then resumed like a broken one. Default 60s.
+	StallTimeout time.Duration
+	// RootCAs verify https servers; default the system's.
+	RootCAs *x509.CertPool
+	// Blocked are the addresses downloads never connect to, checked on
+	// each resolved address before connecting; nil means
+	// DefaultBlocked(), an empty slice blocks nothing.
+	Blocked []netip.Prefix
+	// CrossHostRedirects lets a download follow a redirect to another
+	// host than its URL's.
+	CrossHostRedirects bool
+
+	// dialHook, when set, is called for every connection the address check
+	// lets through, just before it connects: tests see there whether a
+	// refused address was ever dialled.
+	dialHook func(network, address string) error
+	// scratchSlack replaces qcow2ScratchSlack when positive, so that tests
+	// reach the scratch bound with small images.
+	scratchSlack int64
+
+	clientOnce sync.Once
+	client     *http.Client
 }
 
 // Populate writes the image of spec into device, which is limit bytes
@@ -218,15 +253,16 @@ func (w *Writer) Populate(ctx context.Context, spec *thinlvmv1.GoldenImageSpec, 
 	if src == nil {
 		return 0, fmt.Errorf("%w: the source has no http", errPermanent)
 	}
-	d := &download{ctx: ctx, client: w.HTTP, url: src.URL, attempts: w.Attempts, backoff: w.Backoff, prog: prog}
-	if d.client == nil {
-		d.client = http.DefaultClient
-	}
+	d := &download{ctx: ctx, client: w.httpClient(), url: src.URL, name: redactURL(src.URL), attempts: w.Attempts, backoff: w.Backoff,
+		stall: w.StallTimeout, prog: prog}
 	if d.attempts <= 0 {
 		d.attempts = 5
 	}
 	if d.backoff <= 0 {
 		d.backoff = time.Second
+	}
+	if d.stall <= 0 {
+		d.stall = defaultStallTimeout
 	}
 	defer d.Close()
 	sum := sha256.New()
@@ -244,6 +280,8 @@ func (w *Writer) Populate(ctx context.Context, spec *thinlvmv1.GoldenImageSpec, 
 		return 0, fmt.Errorf("open %s: %w", device, err)
 	}
 	defer dev.Close()
+	// writeSparse stops at the base's size: a compression bomb fails as
+	// soon as it expands past the base, having written only into it.
 	n, err := writeSparse(dev, raw, limit)
 	if err != nil {
 		return n, err
@@ -267,61 +305,4 @@ func verify(sum hash.Hash, want string) error {
 		return fmt.Errorf("%w: sha256 mismatch: the image's is %s, the GoldenImage says %s", errPermanent, got, want)
 	}
 	return nil
-}
-
-// convert downloads a qcow2 image (decompressing it if need be) into the
-// scratch directory, verifies it, and has qemu-img write it raw to device.
-func (w *Writer) convert(ctx context.Context, src io.Reader, sum hash.Hash, want, device string, limit int64) (int64, error) {
-	if w.QemuImg == "" {
-		return 0, fmt.Errorf("%w: qcow2 images need qemu-img, and none is configured (--qemu-img)", errPermanent)
-	}
-	f, err := os.CreateTemp(w.ScratchDir, "golden-*.qcow2")
-	if err != nil {
-		return 0, fmt.Errorf("scratch file: %w", err)
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	raw, _, err := decompress(src)
-	if err != nil {
-		return 0, fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
-	}
-	if _, err := io.Copy(f, raw); err != nil {
-		return 0, fmt.Errorf("download to %s: %w", f.Name(), err)
-	}
-	if _, err := io.Copy(io.Discard, src); err != nil {
-		return 0, err
-	}
-	if err := verify(sum, want); err != nil {
-		return 0, err
-	}
-	if err := f.Close(); err != nil {
-		return 0, err
-	}
-	out, err := exec.CommandContext(ctx, w.QemuImg, "info", "--output=json", "-f", "qcow2", f.Name()).Output()
-	if err != nil {
-		return 0, fmt.Errorf("%w: qemu-img info: %w", errPermanent, withStderr(err))
-	}
-	var info struct {
-		VirtualSize int64 `json:"virtual-size"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		return 0, fmt.Errorf("qemu-img info: %w", err)
-	}
-	if info.VirtualSize > limit {
-		return 0, fmt.Errorf("%w: the image's virtual size %d is larger than the base (%d bytes)", errPermanent, info.VirtualSize, limit)
-	}
-	// The device reads zeros: qemu-img need not write them.
-	cmd := exec.CommandContext(ctx, w.QemuImg, "convert", "-n", "--target-is-zero", "-f", "qcow2", "-O", "raw", f.Name(), device)
-	if _, err := cmd.Output(); err != nil {
-		return 0, fmt.Errorf("qemu-img convert: %w", withStderr(err))
-	}
-	return info.VirtualSize, nil
-}
-
-func withStderr(err error) error {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
-		return fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
-	}
-	return err
 }

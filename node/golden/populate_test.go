@@ -150,20 +150,34 @@ func TestPopulateRefuses(t *testing.T) {
 	srv := serve(t, raw)
 	missing := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(missing.Close)
+	// Raw images are written straight to the base, never to scratch: a
+	// bomb stops where it expands past the base.
+	gzipBomb, zstdBomb := bomb(t, "gzip", 32<<20), bomb(t, "zstd", 32<<20)
+	gzipSrv, zstdSrv := serve(t, gzipBomb), serve(t, zstdBomb)
 	tests := []struct {
 		name string
+		w    *Writer
 		spec *thinlvmv1.GoldenImageSpec
 		size int64
 		msg  string
 	}{
 		{name: "checksum mismatch", spec: spec(srv.URL, strings.Repeat("0", 64), thinlvmv1.FormatRaw), size: 8 << 20, msg: "sha256 mismatch"},
 		{name: "image larger than the base", spec: spec(srv.URL, sha(raw), thinlvmv1.FormatRaw), size: 2 << 20, msg: "larger than the base"},
+		{name: "gzip bomb", spec: spec(gzipSrv.URL, sha(gzipBomb), thinlvmv1.FormatRaw), size: 1 << 20, msg: "larger than the base"},
+		{name: "zstd bomb", spec: spec(zstdSrv.URL, sha(zstdBomb), thinlvmv1.FormatRaw), size: 1 << 20, msg: "larger than the base"},
 		{name: "not found", spec: spec(missing.URL, sha(raw), thinlvmv1.FormatRaw), size: 8 << 20, msg: "404"},
 		{name: "qcow2 without qemu-img", spec: spec(srv.URL, sha(raw), thinlvmv1.FormatQCOW2), size: 8 << 20, msg: "need qemu-img"},
+		{name: "qcow2 without prlimit", w: &Writer{QemuImg: "qemu-img", Prlimit: filepath.Join(t.TempDir(), "prlimit")},
+			spec: spec(srv.URL, sha(raw), thinlvmv1.FormatQCOW2), size: 8 << 20, msg: "need prlimit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := (&Writer{Backoff: time.Millisecond}).Populate(t.Context(), tt.spec, device(t, tt.size), tt.size, &progress{})
+			w := tt.w
+			if w == nil {
+				w = &Writer{}
+			}
+			w.Backoff = time.Millisecond
+			_, err := w.Populate(t.Context(), tt.spec, device(t, tt.size), tt.size, &progress{})
 			if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, errPermanent) {
 				t.Errorf("error %v, want a permanent one with %q", err, tt.msg)
 			}

@@ -1,0 +1,237 @@
+package golden
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// DefaultBlocked are the addresses a download never connects to unless
+// Writer.Blocked says otherwise: link-local ranges, where clouds serve
+// instance metadata and credentials to anything on the node (and the node
+// agent runs with the host's network), and the metadata addresses
+// themselves.
+func DefaultBlocked() []netip.Prefix {
+	return []netip.Prefix{
+		netip.MustParsePrefix("169.254.0.0/16"),
+		netip.MustParsePrefix("fe80::/10"),
+		netip.MustParsePrefix("169.254.169.254/32"), // AWS, GCP, Azure, OpenStack; inside the /16, named for whoever trims it
+		netip.MustParsePrefix("fd00:ec2::254/128"),  // AWS over IPv6
+	}
+}
+
+// Timeouts of the download client. None bounds a whole download, which
+// may rightly take hours; the watchdog bounds a stalled one.
+const (
+	dialTimeout           = 30 * time.Second
+	tlsHandshakeTimeout   = 10 * time.Second
+	responseHeaderTimeout = 60 * time.Second
+	// maxRedirects is how many redirects a request follows: enough for a
+	// mirror redirector in front of a CDN.
+	maxRedirects = 5
+	// defaultStallTimeout is Writer.StallTimeout's default.
+	defaultStallTimeout = 60 * time.Second
+	// minWindowBytes is the least a download must receive per
+	// StallTimeout spent waiting (about 1 KiB/s with the default): a
+	// server that trickles a byte now and then is as stuck as a silent one.
+	minWindowBytes = 64 << 10
+)
+
+// httpClient is the Writer's download client, made once from its fields.
+func (w *Writer) httpClient() *http.Client {
+	w.clientOnce.Do(func() { w.client = w.newClient() })
+	return w.client
+}
+
+func (w *Writer) newClient() *http.Client {
+	blocked := w.Blocked
+	if blocked == nil {
+		blocked = DefaultBlocked()
+	}
+	dialer := &net.Dialer{
+		Timeout:   dialTimeout,
+		KeepAlive: 30 * time.Second,
+		// Control runs on the resolved address after the socket is made and
+		// before it connects: a name that resolves to a blocked address, a
+		// redirect to one, and every address of a happy-eyeballs race are
+		// all refused here, with no packet sent.
+		Control: func(network, address string, _ syscall.RawConn) error {
+			if err := checkAddress(blocked, address); err != nil {
+				return err
+			}
+			if w.dialHook != nil {
+				return w.dialHook(network, address)
+			}
+			return nil
+		},
+	}
+	return &http.Client{
+		Transport: &http.Transport{
+			// No proxy: a proxy would connect for us, out of reach of the
+			// address check.
+			Proxy:                 nil,
+			DialContext:           dialer.DialContext,
+			ForceAttemptHTTP2:     true,
+			TLSClientConfig:       &tls.Config{RootCAs: w.RootCAs, MinVersion: tls.VersionTLS12},
+			TLSHandshakeTimeout:   tlsHandshakeTimeout,
+			ResponseHeaderTimeout: responseHeaderTimeout,
+			IdleConnTimeout:       90 * time.Second,
+			// The checksum is of the file as served and a resumed Range
+			// counts the file's bytes: a transparently decoded
+			// Content-Encoding would break both.
+			DisableCompression: true,
+		},
+		CheckRedirect: w.checkRedirect,
+	}
+}
+
+// checkAddress refuses address (an ip:port, as a dialer has resolved it)
+// when it is in a blocked range.
+func checkAddress(blocked []netip.Prefix, address string) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: connect to %s refused: not an ip address", errPermanent, address)
+	}
+	// A zoned address matches no prefix, and a v4-mapped one no v4 prefix.
+	ip := ap.Addr().WithZone("").Unmap()
+	for _, p := range blocked {
+		if p.Contains(ip) {
+			return fmt.Errorf("%w: connect to %s refused: the address is in the blocked range %s (link-local or cloud metadata)", errPermanent, ip, p)
+		}
+	}
+	return nil
+}
+
+// checkRedirect follows a few redirects, never from https to http (the
+// checksum protects the bytes, not the credentials or the URL a redirect
+// would expose) and, unless CrossHostRedirects allows it, never to another
+// host: an image server must not be able to send the privileged agent
+// anywhere on the node's network.
+func (w *Writer) checkRedirect(req *http.Request, via []*http.Request) error {
+	to := redactURL(req.URL.String())
+	switch {
+	case len(via) >= maxRedirects:
+		return fmt.Errorf("%w: redirect to %s refused: more than %d redirects", errPermanent, to, maxRedirects)
+	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
+		return fmt.Errorf("%w: redirect to %s refused: not http or https", errPermanent, to)
+	case req.URL.Scheme == "http" && slices.ContainsFunc(via, func(r *http.Request) bool { return r.URL.Scheme == "https" }):
+		return fmt.Errorf("%w: redirect to %s refused: from https to http", errPermanent, to)
+	case !w.CrossHostRedirects && !strings.EqualFold(req.URL.Hostname(), via[0].URL.Hostname()):
+		return fmt.Errorf("%w: redirect to %s refused: another host than %s", errPermanent, to, via[0].URL.Hostname())
+	}
+	return nil
+}
+
+// redactURL is rawURL without what may be secret: its user info, the
+// values of its query (presigned URLs carry signatures there) and its
+// fragment. It is what errors, status and Events show.
+func redactURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(a url that does not parse)"
+	}
+	u.User = nil
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"REDACTED"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
+}
+
+// withoutURL is err without the *url.Error net/http wraps it in: that
+// carries the URL with its user name and query, and callers name the
+// redacted URL themselves.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// errStalled is a download that stopped making progress.
+var errStalled = errors.New("stalled")
+
+// watchdog is a response body whose Read fails when, while it waits, no
+// byte arrives for timeout, or fewer than minWindowBytes arrive in timeout.
+// Only time spent in Read counts: a population slowed by its device does
+// not make the server look stalled. The response's context is cancelled to
+// end a blocked Read.
+type watchdog struct {
+	body    io.ReadCloser
+	cancel  context.CancelFunc
+	timeout time.Duration
+	timer   *time.Timer
+	fired   atomic.Bool
+
+	waited time.Duration // in Read, in the current window
+	got    int64         // bytes, in the current window
+	err    error         // once stalled, every Read's
+}
+
+func newWatchdog(body io.ReadCloser, cancel context.CancelFunc, timeout time.Duration) *watchdog {
+	wd := &watchdog{body: body, cancel: cancel, timeout: timeout}
+	wd.timer = time.AfterFunc(timeout, func() {
+		wd.fired.Store(true)
+		cancel()
+	})
+	wd.timer.Stop()
+	return wd
+}
+
+func (wd *watchdog) Read(p []byte) (int, error) {
+	if wd.err != nil {
+		return 0, wd.err
+	}
+	begin := time.Now()
+	wd.timer.Reset(wd.timeout)
+	n, err := wd.body.Read(p)
+	wd.timer.Stop()
+	if err == io.EOF {
+		return n, err // whole: too late to be stalled
+	}
+	wd.waited += time.Since(begin)
+	wd.got += int64(n)
+	switch {
+	case wd.fired.Load():
+		wd.err = fmt.Errorf("%w: no byte for %s", errStalled, wd.timeout)
+	case wd.waited >= wd.timeout && wd.got < minWindowBytes:
+		wd.err = fmt.Errorf("%w: %d bytes in %s", errStalled, wd.got, wd.timeout)
+		wd.cancel()
+	case wd.waited >= wd.timeout:
+		wd.waited, wd.got = 0, 0
+	}
+	if wd.err != nil {
+		// A read that brought bytes returns them; the stall comes with the
+		// next, bare, so that download counts it as a failed attempt (it
+		// forgets an error that came with bytes) and a trickling server
+		// cannot be resumed from forever.
+		if n > 0 {
+			return n, nil
+		}
+		return 0, wd.err
+	}
+	return n, err
+}
+
+func (wd *watchdog) Close() error {
+	wd.timer.Stop()
+	err := wd.body.Close()
+	wd.cancel()
+	return err
+}

@@ -1,0 +1,287 @@
+package golden
+
+import (
+	"bytes"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+)
+
+// These tests send packets to 127.0.0.1 only. A refused address is refused
+// before its socket connects; dials records every connection the check let
+// through and refuses (failing the test) any that is not to loopback, so
+// that a broken check still sends nothing out.
+type dials struct {
+	t     *testing.T
+	mu    sync.Mutex
+	addrs []string
+}
+
+func (d *dials) hook(_, address string) error {
+	d.mu.Lock()
+	d.addrs = append(d.addrs, address)
+	d.mu.Unlock()
+	if ap, err := netip.ParseAddrPort(address); err != nil || !ap.Addr().IsLoopback() {
+		d.t.Errorf("dialled %s, which is not loopback", address)
+		return errors.New("test: not loopback")
+	}
+	return nil
+}
+
+func (d *dials) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.addrs)
+}
+
+// countingListener counts the connections a server accepted.
+type countingListener struct {
+	net.Listener
+	n atomic.Int32
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
+}
+
+func TestCheckAddress(t *testing.T) {
+	tests := []struct {
+		address string
+		blocked bool
+	}{
+		{address: "169.254.169.254:80", blocked: true},
+		{address: "169.254.10.20:8080", blocked: true},
+		{address: "[fd00:ec2::254]:80", blocked: true},
+		{address: "[fe80::1%eth0]:443", blocked: true},
+		{address: "[::ffff:169.254.169.254]:80", blocked: true},
+		{address: "127.0.0.1:80"},
+		{address: "[::1]:443"},
+		{address: "10.0.2.2:8080"},
+		{address: "[fd00:ec2::253]:80"},
+		{address: "images.example.org:80", blocked: true}, // a dialer only ever passes addresses
+	}
+	for _, tt := range tests {
+		t.Run(tt.address, func(t *testing.T) {
+			err := checkAddress(DefaultBlocked(), tt.address)
+			if (err != nil) != tt.blocked || (err != nil && !errors.Is(err, errPermanent)) {
+				t.Errorf("error %v, want blocked %t (permanently)", err, tt.blocked)
+			}
+		})
+	}
+}
+
+// TestDownloadRefuses: redirects and addresses a download does not follow.
+func TestDownloadRefuses(t *testing.T) {
+	plain := serve(t, testImage())
+	tlsSrv := httptest.NewTLSServer(http.RedirectHandler(plain.URL+"/image", http.StatusFound))
+	t.Cleanup(tlsSrv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(tlsSrv.Certificate())
+	redirect := func(to string) string {
+		srv := httptest.NewServer(http.RedirectHandler(to, http.StatusFound))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	var loop *httptest.Server
+	loop = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, loop.URL+r.URL.Path+"x", http.StatusFound)
+	}))
+	t.Cleanup(loop.Close)
+	_, port, _ := net.SplitHostPort(plain.Listener.Addr().String())
+
+	tests := []struct {
+		name string
+		url  string
+		w    *Writer
+		msg  string
+	}{
+		{name: "redirect to the cloud metadata address", url: redirect("http://169.254.169.254/latest/meta-data/iam/security-credentials/"),
+			w: &Writer{CrossHostRedirects: true}, msg: "connect to 169.254.169.254 refused: the address is in the blocked range 169.254.0.0/16"},
+		{name: "redirect to a link-local address", url: redirect("http://169.254.1.1:8080/"),
+			w: &Writer{CrossHostRedirects: true}, msg: "connect to 169.254.1.1 refused"},
+		{name: "redirect from https to http", url: tlsSrv.URL, w: &Writer{RootCAs: roots},
+			msg: "redirect to " + plain.URL + "/image refused: from https to http"},
+		{name: "redirect to another host", url: redirect("http://localhost:" + port + "/image"),
+			w: &Writer{}, msg: "redirect to http://localhost:" + port + "/image refused: another host than 127.0.0.1"},
+		{name: "endless redirects", url: loop.URL + "/", w: &Writer{}, msg: "more than 5 redirects"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &dials{t: t}
+			w := tt.w
+			w.Attempts, w.dialHook = 1, d.hook
+			_, err := w.Populate(t.Context(), spec(tt.url, sha(testImage()), thinlvmv1.FormatRaw), device(t, 8<<20), 8<<20, &progress{})
+			if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, errPermanent) {
+				t.Errorf("error %v, want a permanent one with %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+// TestDownloadBlockedBeforeDial blocks the test server's own address: the
+// download fails without a connection, so a blocked address is refused
+// before its socket connects.
+func TestDownloadBlockedBeforeDial(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the blocked server was asked")
+	}))
+	l := &countingListener{Listener: srv.Listener}
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	d := &dials{t: t}
+	w := &Writer{Attempts: 1, Blocked: append(DefaultBlocked(), netip.MustParsePrefix("127.0.0.1/32")), dialHook: d.hook}
+	_, err := w.Populate(t.Context(), spec(srv.URL, sha(nil), thinlvmv1.FormatRaw), device(t, 1<<20), 1<<20, &progress{})
+	msg := "connect to 127.0.0.1 refused: the address is in the blocked range 127.0.0.1/32"
+	if err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+		t.Errorf("error %v, want a permanent one with %q", err, msg)
+	}
+	if d.count() != 0 || l.n.Load() != 0 {
+		t.Errorf("%d connections let through, %d accepted; want none", d.count(), l.n.Load())
+	}
+}
+
+// TestDownloadStalls: a server that stops sending, or sends a byte now and
+// then, fails the download within the stall timeout.
+func TestDownloadStalls(t *testing.T) {
+	raw := testImage()
+	tests := []struct {
+		name  string
+		serve func(w http.ResponseWriter, r *http.Request)
+		msg   string
+	}{
+		{name: "stalls mid-body", msg: "stalled: no byte for 1s", serve: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "3145728")
+			_, _ = w.Write(raw[:64<<10])
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}},
+		{name: "trickles", msg: "stalled: ", serve: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "3145728")
+			for i := 0; ; i++ {
+				_, _ = w.Write(raw[i : i+1])
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(tt.serve))
+			t.Cleanup(srv.Close)
+			begin := time.Now()
+			w := &Writer{Attempts: 1, StallTimeout: time.Second}
+			_, err := w.Populate(t.Context(), spec(srv.URL, sha(raw), thinlvmv1.FormatRaw), device(t, 8<<20), 8<<20, &progress{})
+			if took := time.Since(begin); err == nil || !errors.Is(err, errStalled) || !strings.Contains(err.Error(), tt.msg) || took > 5*time.Second {
+				t.Errorf("error %v after %s, want %q within the stall timeout", err, took, tt.msg)
+			}
+		})
+	}
+}
+
+// readyBody is a response body whose bytes have all arrived.
+type readyBody struct{ io.Reader }
+
+func (readyBody) Close() error { return nil }
+
+// TestWatchdogIgnoresTheConsumer: time the reader spends elsewhere (writing
+// the device) between reads is not a stall.
+func TestWatchdogIgnoresTheConsumer(t *testing.T) {
+	var cancelled atomic.Bool
+	wd := newWatchdog(readyBody{bytes.NewReader(make([]byte, 4<<10))}, func() { cancelled.Store(true) }, 50*time.Millisecond)
+	defer wd.Close()
+	buf := make([]byte, 1<<10)
+	for range 4 {
+		if _, err := wd.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(80 * time.Millisecond)
+	}
+	if _, err := wd.Read(buf); err != io.EOF || cancelled.Load() {
+		t.Errorf("error %v, cancelled %t; want EOF, not cancelled", err, cancelled.Load())
+	}
+}
+
+// TestErrorsHideCredentials: whatever fails, the error (which goes to the
+// LVMNode's status and to Events) names the URL without its user info or
+// its query's values.
+func TestErrorsHideCredentials(t *testing.T) {
+	withSecrets := func(base string) string {
+		return strings.Replace(base, "http://", "http://alice:s3cret@", 1) + "/image?token=hunter2"
+	}
+	missing := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(missing.Close)
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	t.Cleanup(failing.Close)
+	elsewhere := httptest.NewServer(http.RedirectHandler("http://localhost:1/image?sig=hunter2", http.StatusFound))
+	t.Cleanup(elsewhere.Close)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedURL := "http://" + closed.Addr().String()
+	closed.Close()
+	tests := []struct {
+		name string
+		url  string
+		w    *Writer
+	}{
+		{name: "not found", url: withSecrets(missing.URL), w: &Writer{}},
+		{name: "server error", url: withSecrets(failing.URL), w: &Writer{}},
+		{name: "redirect refused", url: withSecrets(elsewhere.URL), w: &Writer{}},
+		{name: "connection refused", url: withSecrets(closedURL), w: &Writer{}},
+		{name: "blocked address", url: withSecrets(missing.URL), w: &Writer{Blocked: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}},
+		{name: "url that does not parse", url: "http://alice:s3cret@127.0.0.1:bad/image?token=hunter2", w: &Writer{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := tt.w
+			w.Attempts, w.Backoff, w.dialHook = 1, time.Millisecond, (&dials{t: t}).hook
+			_, err := w.Populate(t.Context(), spec(tt.url, sha(nil), thinlvmv1.FormatRaw), device(t, 1<<20), 1<<20, &progress{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, secret := range []string{"alice", "s3cret", "hunter2"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error %q holds %q", err, secret)
+				}
+			}
+		})
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ url, want string }{
+		{"https://images.example.org/ubuntu.img", "https://images.example.org/ubuntu.img"},
+		{"https://alice:s3cret@images.example.org/ubuntu.img", "https://images.example.org/ubuntu.img"},
+		{"https://bucket.s3.amazonaws.com/u.img?X-Amz-Signature=abc&X-Amz-Expires=300#top",
+			"https://bucket.s3.amazonaws.com/u.img?X-Amz-Expires=REDACTED&X-Amz-Signature=REDACTED"},
+		{"http://alice:s3cret@[::1", "(a url that does not parse)"},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, redactURL(tt.url)); diff != "" {
+			t.Errorf("redactURL(%q) (-want +got):\n%s", tt.url, diff)
+		}
+	}
+}

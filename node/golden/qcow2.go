@@ -1,0 +1,216 @@
+package golden
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+)
+
+// Limits qemu-img runs under, as OpenStack runs it (prlimit, 1 GiB of
+// address space; see CVE-2024-32498): a crafted image must not make it take
+// the node's memory (info and convert) or CPU (info; convert's time grows
+// with the image, and its context ends it with the population).
+const (
+	qemuImgAddressSpace   = 1 << 30
+	qemuImgInfoCPUSeconds = 120
+	// qemuImgInfoTimeout bounds info's wall time, which its CPU limit does
+	// not: opening a file that never answers takes none.
+	qemuImgInfoTimeout = 3 * time.Minute
+)
+
+// qcow2ScratchSlack is what a qcow2 file may take in scratch beyond what
+// grows with its size: with the largest clusters (2 MiB) its header, L1
+// table, refcount table, first refcount block and L2 tables take a few
+// clusters each, whatever the image's size.
+const qcow2ScratchSlack = 64 << 20
+
+// scratchBound is the most the qcow2 file of an image for a base of limit
+// bytes may take in scratch: its data (at most limit, or its virtual size
+// is refused anyway), the metadata that grows with it, and slack. That
+// metadata is at most limit/32: with the smallest clusters (512 bytes) L2
+// tables take 8 bytes a cluster, and refcount blocks up to 8 (64-bit
+// refcounts); extended L2 entries (16 bytes) need clusters of 16 KiB or
+// more. limit/8 leaves room for the refcounts of the metadata itself.
+func scratchBound(limit, slack int64) int64 {
+	return limit + limit/8 + slack
+}
+
+// convert downloads a qcow2 image (decompressing it if need be) into the
+// scratch directory, verifies it, refuses it if it names any other file,
+// and has qemu-img write it raw to device.
+func (w *Writer) convert(ctx context.Context, src io.Reader, sum hash.Hash, want, device string, limit int64) (int64, error) {
+	if w.QemuImg == "" {
+		return 0, fmt.Errorf("%w: qcow2 images need qemu-img, and none is configured (--qemu-img)", errPermanent)
+	}
+	prlimit, err := exec.LookPath(cmp.Or(w.Prlimit, "prlimit"))
+	if err != nil {
+		return 0, fmt.Errorf("%w: qcow2 images need prlimit (util-linux) to run qemu-img with resource limits: %w", errPermanent, err)
+	}
+	f, err := os.CreateTemp(w.ScratchDir, "golden-*.qcow2")
+	if err != nil {
+		return 0, fmt.Errorf("scratch file: %w", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	// Absolute: qemu-img reads a "name:" ahead of the first slash as a
+	// protocol.
+	path, err := filepath.Abs(f.Name())
+	if err != nil {
+		return 0, fmt.Errorf("scratch file: %w", err)
+	}
+	raw, _, err := decompress(src)
+	if err != nil {
+		return 0, fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
+	}
+	// Bounded before the checksum can be known: a few hundred KiB of
+	// compressed zeros would otherwise fill the scratch volume.
+	bound := scratchBound(limit, cmp.Or(w.scratchSlack, qcow2ScratchSlack))
+	scratch := &boundedWriter{w: f, left: bound}
+	if _, err := io.Copy(scratch, raw); err != nil {
+		if scratch.full {
+			return 0, fmt.Errorf("%w: image refused: the qcow2 file expands past %d bytes, more than a %d-byte base needs", errPermanent, bound, limit)
+		}
+		return 0, fmt.Errorf("download to %s: %w", f.Name(), err)
+	}
+	if _, err := io.Copy(io.Discard, src); err != nil {
+		return 0, err
+	}
+	if err := verify(sum, want); err != nil {
+		return 0, err
+	}
+	if err := f.Close(); err != nil {
+		return 0, err
+	}
+	info, err := w.info(ctx, prlimit, path, thinlvmv1.FormatQCOW2)
+	if err != nil {
+		return 0, err
+	}
+	if err := info.check(thinlvmv1.FormatQCOW2); err != nil {
+		return 0, err
+	}
+	if info.VirtualSize > limit {
+		return 0, fmt.Errorf("%w: the image's virtual size %d is larger than the base (%d bytes)", errPermanent, info.VirtualSize, limit)
+	}
+	if _, err := w.qemuImg(ctx, prlimit, []string{"--as=" + strconv.Itoa(qemuImgAddressSpace)}, convertArgs(path, device)...); err != nil {
+		return 0, fmt.Errorf("qemu-img convert: %w", err)
+	}
+	return info.VirtualSize, nil
+}
+
+// convertArgs are qemu-img's arguments to write the qcow2 image at path
+// raw to device. --image-opts pins the source to a qcow2 in a local file,
+// and "backing=" opens no backing file whatever the image says, should the
+// info check ever miss one. (It is how these options say none; qemu-img
+// warns that it prefers JSON's null, which they cannot spell: "backing=null"
+// names a node.) An external data file cannot be refused here, only by the
+// info check. The device reads zeros: qemu-img need not write them.
+func convertArgs(path, device string) []string {
+	source := "driver=qcow2,file.driver=file,file.filename=" + strings.ReplaceAll(path, ",", ",,") + ",backing="
+	return []string{"convert", "--image-opts", "-n", "--target-is-zero", "-O", "raw", source, device}
+}
+
+// info runs qemu-img info on the image at path, read as format.
+func (w *Writer) info(ctx context.Context, prlimit, path string, format thinlvmv1.ImageFormat) (*imageInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, qemuImgInfoTimeout)
+	defer cancel()
+	out, err := w.qemuImg(ctx, prlimit, []string{"--as=" + strconv.Itoa(qemuImgAddressSpace), "--cpu=" + strconv.Itoa(qemuImgInfoCPUSeconds)},
+		"info", "--output=json", "-f", string(format), path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: image refused: qemu-img info cannot read it as %s: %w", errPermanent, format, err)
+	}
+	info, err := parseInfo(out)
+	if err != nil {
+		return nil, fmt.Errorf("qemu-img info: %w", err)
+	}
+	return info, nil
+}
+
+// qemuImg runs qemu-img with args under prlimit's limits, argv only: no
+// shell ever sees a path.
+func (w *Writer) qemuImg(ctx context.Context, prlimit string, limits []string, args ...string) ([]byte, error) {
+	argv := append(append(limits, "--", w.QemuImg), args...)
+	out, err := exec.CommandContext(ctx, prlimit, argv...).Output()
+	if err != nil {
+		return nil, withStderr(err)
+	}
+	return out, nil
+}
+
+// imageInfo is what the checks read of qemu-img info --output=json.
+type imageInfo struct {
+	Format              thinlvmv1.ImageFormat `json:"format"`
+	VirtualSize         int64                 `json:"virtual-size"`
+	BackingFilename     string                `json:"backing-filename"`
+	FullBackingFilename string                `json:"full-backing-filename"`
+	FormatSpecific      struct {
+		Data struct {
+			DataFile string `json:"data-file"`
+			// DataFileRaw is there whenever the image has an external
+			// data file, named in the image or not.
+			DataFileRaw *bool `json:"data-file-raw"`
+		} `json:"data"`
+	} `json:"format-specific"`
+}
+
+func parseInfo(out []byte) (*imageInfo, error) {
+	info := &imageInfo{}
+	if err := json.Unmarshal(out, info); err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	return info, nil
+}
+
+// check refuses an image that is not of format, or that would make
+// qemu-img read other files than itself: a backing file or an external
+// data file, which a crafted image points at the host's devices or files,
+// whose bytes would then land in the base.
+func (i *imageInfo) check(format thinlvmv1.ImageFormat) error {
+	switch data := i.FormatSpecific.Data; {
+	case i.Format != format:
+		return fmt.Errorf("%w: image refused: it is %q, not %s as the GoldenImage says", errPermanent, i.Format, format)
+	case i.BackingFilename != "" || i.FullBackingFilename != "":
+		return fmt.Errorf("%w: image refused: %s has a backing file %q", errPermanent, format, cmp.Or(i.FullBackingFilename, i.BackingFilename))
+	case data.DataFile != "" || data.DataFileRaw != nil:
+		return fmt.Errorf("%w: image refused: %s has an external data file %q", errPermanent, format, data.DataFile)
+	}
+	return nil
+}
+
+// boundedWriter writes at most left bytes to w: a Write that would go past
+// fails whole and writes nothing.
+type boundedWriter struct {
+	w    io.Writer
+	left int64
+	full bool
+}
+
+func (b *boundedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > b.left {
+		b.full = true
+		return 0, errors.New("scratch bound reached")
+	}
+	n, err := b.w.Write(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func withStderr(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+		return fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
+	}
+	return err
+}
