@@ -18,10 +18,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
+	"github.com/thinlvm/thinlvm/cmd/internal/securemetrics"
 	"github.com/thinlvm/thinlvm/controller/csi"
 	"github.com/thinlvm/thinlvm/controller/reconciler"
 )
@@ -31,6 +31,7 @@ var version = "dev"
 type options struct {
 	csiAddress     string
 	metricsAddress string
+	metricsSecure  bool
 	probeAddress   string
 	leaderElect    bool
 	leaderNS       string
@@ -43,6 +44,7 @@ func main() {
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
 	fs.StringVar(&o.csiAddress, "csi-address", "unix:///run/csi/csi.sock", "Where to serve CSI: unix:///path or tcp://host:port.")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the path); false serves plain HTTP to anyone (bind to localhost then).")
 	fs.StringVar(&o.probeAddress, "health-probe-bind-address", ":8081", "Health probe address; 0 disables.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among replicas for the node cleanup.")
 	fs.StringVar(&o.leaderNS, "leader-election-namespace", "", "Namespace of the leader election lease (default: in-cluster namespace).")
@@ -75,7 +77,7 @@ func run(o options) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddress},
+		Metrics:                 securemetrics.Options(o.metricsAddress, o.metricsSecure, nil),
 		HealthProbeBindAddress:  o.probeAddress,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "thinlvm-controller",

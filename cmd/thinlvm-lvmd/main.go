@@ -7,9 +7,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,7 +43,7 @@ func main() {
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
 	fs.StringVar(&o.configPath, "config", "/etc/thinlvm/lvmd.yaml", "Path of the device-class configuration file.")
 	fs.StringVar(&o.listen, "listen", "unix:///run/thinlvm/lvmd.sock", "Where to serve gRPC: unix:///path (mode 0600) or tcp://HOST:PORT (tests only).")
-	fs.StringVar(&o.metricsAddress, "metrics-address", "", "Serve Prometheus metrics on this HOST:PORT; empty for none.")
+	fs.StringVar(&o.metricsAddress, "metrics-address", "", "Serve Prometheus metrics on unix:///path (mode 0600: the node agent serves them again behind its authentication) or HOST:PORT (plain HTTP to anyone who reaches it; tests); empty for none.")
 	fs.StringVar(&o.lvmPath, "lvm-path", "lvm", "The lvm binary.")
 	fs.DurationVar(&o.commandTimeout, "command-timeout", 2*time.Minute, "How long lvmd waits for one lvm command. A command is never killed: past this the caller gets DeadlineExceeded, the command runs to its end, and lvmd re-reads the report before the next one.")
 	fs.DurationVar(&o.refreshInterval, "refresh-interval", 30*time.Second, "Refresh the lvm report this often when nothing changed it.")
@@ -89,9 +91,13 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 	if o.metricsAddress != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		ms = &http.Server{Addr: o.metricsAddress, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		ml, err := metricsListener(o.metricsAddress)
+		if err != nil {
+			return err
+		}
+		ms = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() {
-			if err := ms.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			if err := ms.Serve(ml); !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("metrics server: %w", err)
 			}
 		}()
@@ -122,4 +128,17 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 		logger.Info("lvmd exits with an lvm command still running", "error", derr)
 	}
 	return err
+}
+
+// metricsListener listens on unix:///path (through endpoint.Listen: mode
+// 0600) or on HOST:PORT.
+func metricsListener(addr string) (net.Listener, error) {
+	if strings.HasPrefix(addr, "unix://") {
+		return endpoint.Listen(addr)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	return l, nil
 }

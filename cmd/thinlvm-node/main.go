@@ -4,10 +4,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	csispec "github.com/container-storage-interface/spec/lib/go/csi"
@@ -17,10 +22,10 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
+	"github.com/thinlvm/thinlvm/cmd/internal/securemetrics"
 	"github.com/thinlvm/thinlvm/node/csi"
 	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/lvmd"
@@ -36,6 +41,8 @@ type options struct {
 	lvmdAddress       string
 	csiAddress        string
 	metricsAddress    string
+	metricsSecure     bool
+	lvmdMetrics       string
 	probeAddress      string
 	controllers       bool
 	publishInterval   time.Duration
@@ -52,6 +59,8 @@ func main() {
 	fs.StringVar(&o.lvmdAddress, "lvmd-address", "unix:///run/thinlvm/lvmd.sock", "lvmd's address: unix:///path or tcp://host:port.")
 	fs.StringVar(&o.csiAddress, "csi-address", "unix:///var/lib/kubelet/plugins/thinlvm.io/csi.sock", "Where to serve CSI: unix:///path or tcp://host:port.")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "0", "Prometheus metrics address; 0 disables.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the path); false serves plain HTTP to anyone (bind to localhost then).")
+	fs.StringVar(&o.lvmdMetrics, "lvmd-metrics-address", "", "lvmd's metrics socket (unix:///path), served again at /metrics/lvmd behind the same checks; empty for none.")
 	fs.StringVar(&o.probeAddress, "health-probe-bind-address", "0", "Health probe address; 0 disables.")
 	fs.BoolVar(&o.controllers, "controllers", true, "Run the LogicalVolume reconciler and LVMNode publisher (needs the API server); false serves CSI only.")
 	fs.DurationVar(&o.publishInterval, "lvmnode-interval", 2*time.Second, "Least time between two LVMNode status writes.")
@@ -109,7 +118,7 @@ func run(o options) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddress},
+		Metrics:                securemetrics.Options(o.metricsAddress, o.metricsSecure, lvmdMetricsHandler(o.lvmdMetrics)),
 		HealthProbeBindAddress: o.probeAddress,
 	})
 	if err != nil {
@@ -139,4 +148,26 @@ func run(o options) error {
 	}
 	logger.Info("thinlvm-node starting", "version", version)
 	return mgr.Start(ctx)
+}
+
+// lvmdMetricsHandler serves lvmd's metrics, which lvmd serves only on a unix
+// socket in the pod (lvmd imports nothing Kubernetes, so it cannot check
+// callers itself), at /metrics/lvmd of the agent's metrics server, behind
+// its authentication and authorization.
+func lvmdMetricsHandler(addr string) map[string]http.Handler {
+	path, ok := strings.CutPrefix(addr, "unix://")
+	if !ok || path == "" {
+		return nil
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme, r.Out.URL.Host, r.Out.URL.Path, r.Out.URL.RawQuery = "http", "lvmd", "/metrics", ""
+			r.Out.Header.Del("Authorization") // lvmd has no use for the caller's token
+		},
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}},
+	}
+	return map[string]http.Handler{"/metrics/lvmd": proxy}
 }

@@ -97,6 +97,20 @@ func (c *Cluster) Restart(name string, between func() error) error {
 	return c.Run(name, last.env, last.argv...)
 }
 
+// Args are the arguments the named process was last started with (nil if
+// none was).
+func (c *Cluster) Args(name string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var args []string
+	for _, p := range c.procs {
+		if p.name == name {
+			args = p.argv
+		}
+	}
+	return slices.Clone(args)
+}
+
 // Procs are the names of the processes started here.
 func (c *Cluster) Procs() []string {
 	c.mu.Lock()

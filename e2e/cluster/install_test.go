@@ -1,15 +1,28 @@
 package cluster_test
 
 import (
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 
 	"github.com/thinlvm/thinlvm/e2e/cluster"
 )
@@ -121,5 +134,201 @@ func TestLeastPrivilege(t *testing.T) {
 				t.Errorf("allowed %t, want %t (%s)", sar.Status.Allowed, tt.allowed, sar.Status.Reason)
 			}
 		})
+	}
+}
+
+// A node agent acts only for its own node: with its pod-bound token (which
+// names its node), node-a's agent is refused on node-b's LogicalVolume and
+// LVMNode by deploy/'s ValidatingAdmissionPolicy, though RBAC lets it patch
+// both kinds; on its own objects it goes through. A token of the same
+// ServiceAccount bound to no pod (so naming no node) may write nothing.
+func TestNodeIdentity(t *testing.T) {
+	pods := &corev1.PodList{}
+	if err := k.Client.List(ctx, pods, client.InNamespace(cluster.Namespace), client.MatchingLabels{"app.kubernetes.io/component": "node"}); err != nil {
+		t.Fatal(err)
+	}
+	var agent *corev1.Pod
+	for i := range pods.Items {
+		if pods.Items[i].Spec.NodeName == "node-a" && pods.Items[i].DeletionTimestamp.IsZero() {
+			agent = &pods.Items[i]
+		}
+	}
+	if agent == nil {
+		t.Fatal("no node pod on node-a")
+	}
+	cs, err := kubernetes.NewForConfig(k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientWith := func(bound *authenticationv1.BoundObjectReference) client.Client {
+		t.Helper()
+		tr, err := cs.CoreV1().ServiceAccounts(cluster.Namespace).CreateToken(ctx, agent.Spec.ServiceAccountName,
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{BoundObjectRef: bound}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := rest.AnonymousClientConfig(k.Config)
+		cfg.BearerToken = tr.Status.Token
+		c, err := client.New(cfg, client.Options{Scheme: cluster.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	nodeA := clientWith(&authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: agent.Name, UID: agent.UID})
+	unbound := clientWith(nil)
+
+	lvs := map[string]*thinlvmv1.LogicalVolume{}
+	for _, n := range []string{"node-a", "node-b"} {
+		lv := &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "identity-" + n},
+			Spec: thinlvmv1.LogicalVolumeSpec{Name: "identity-" + n, NodeName: n, Size: resource.MustParse("16Mi")}}
+		create(t, lv)
+		lvs[n] = lv
+	}
+	defer deleteAll(t, lvs["node-a"], lvs["node-b"])
+	touch := func(c client.Client, obj client.Object, status bool) error {
+		if err := k.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		switch o := obj.(type) {
+		case *thinlvmv1.LogicalVolume:
+			if status {
+				o.Status.VolumeID = "forged"
+			} else {
+				o.Finalizers = nil // what leaks an LV
+			}
+		case *thinlvmv1.LVMNode:
+			for i := range o.Status.DeviceClasses {
+				o.Status.DeviceClasses[i].Available = resource.MustParse("1Pi") // room to attract pods
+			}
+		}
+		if status {
+			return c.Status().Patch(ctx, obj, patch)
+		}
+		return c.Patch(ctx, obj, patch)
+	}
+	refused := func(what string, err error, want string) {
+		t.Helper()
+		if err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want refused with %q", what, err, want)
+		}
+	}
+	refused("node-a strips node-b's LogicalVolume's finalizer", touch(nodeA, &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "identity-node-b"}}, false),
+		"may change only LogicalVolumes of its own node")
+	refused("node-a writes node-b's LogicalVolume status", touch(nodeA, &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "identity-node-b"}}, true),
+		"may change only LogicalVolumes of its own node")
+	refused("node-a writes node-b's LVMNode", touch(nodeA, &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}, true),
+		"may change only its own LVMNode")
+	refused("a token naming no node", touch(unbound, &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "identity-node-a"}}, true),
+		"names no node")
+	// Its own objects: the status write goes through (the agent rewrites
+	// it on its next reconcile).
+	if err := touch(nodeA, &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "identity-node-a"}}, true); err != nil {
+		t.Errorf("node-a writes its own LogicalVolume status: %v", err)
+	}
+	own := &thinlvmv1.LVMNode{}
+	if err := k.Client.Get(ctx, types.NamespacedName{Name: "node-a"}, own); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodeA.Status().Patch(ctx, own, client.MergeFrom(own.DeepCopy())); err != nil {
+		t.Errorf("node-a writes its own LVMNode status: %v", err)
+	}
+	ln := &thinlvmv1.LVMNode{}
+	if err := k.Client.Get(ctx, types.NamespacedName{Name: "node-b"}, ln); err != nil {
+		t.Fatal(err)
+	}
+	for _, dc := range ln.Status.DeviceClasses {
+		if dc.Available.Cmp(resource.MustParse("1Pi")) == 0 {
+			t.Errorf("node-b's LVMNode advertises the forged room: %+v", dc)
+		}
+	}
+}
+
+// Metrics are served over HTTPS to callers the API server authenticates
+// and authorizes: nobody without a token, a ServiceAccount without the
+// thinlvm-metrics-reader role is refused; one bound to it reads the
+// controller's metrics, the node agent's and lvmd's (through the agent).
+func TestMetricsAreAuthenticated(t *testing.T) {
+	addr := func(prefix string) string {
+		t.Helper()
+		for _, p := range k.Procs() {
+			if !strings.HasPrefix(p, prefix) || !k.Alive(p) {
+				continue
+			}
+			for _, a := range k.Args(p) {
+				if v, ok := strings.CutPrefix(a, "--metrics-bind-address="); ok {
+					return v
+				}
+			}
+		}
+		t.Fatalf("no running %s* with --metrics-bind-address", prefix)
+		return ""
+	}
+	controller, agent := addr("thinlvm-controller@"), addr("thinlvm-node@")
+	cs, err := kubernetes.NewForConfig(k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func(sa string) string {
+		t.Helper()
+		if err := cluster.IgnoreAlreadyExists(k.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: sa}})); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	reader := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-metrics-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "thinlvm-metrics-reader"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "default", Name: "prometheus"}}}
+	if err := cluster.IgnoreAlreadyExists(k.Client.Create(ctx, reader)); err != nil {
+		t.Fatal(err)
+	}
+	defer deleteAll(t, reader)
+	allowed, stranger := token("prometheus"), token("stranger")
+	// The servers' certificates are self-signed; what is tested is who may
+	// read, and everything stays on 127.0.0.1.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(url, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct{ url, metric string }{
+		{"https://" + controller + "/metrics", "thinlvm_controller_"},
+		{"https://" + agent + "/metrics", "controller_runtime_reconcile_total"},
+		{"https://" + agent + "/metrics/lvmd", "thinlvm_lvmd_"},
+	} {
+		if code, _ := get(tc.url, ""); code != http.StatusUnauthorized {
+			t.Errorf("%s without a token: %d, want 401", tc.url, code)
+		}
+		if code, _ := get(tc.url, stranger); code != http.StatusForbidden {
+			t.Errorf("%s as a ServiceAccount without the reader role: %d, want 403", tc.url, code)
+		}
+		// RBAC caches settle within a second or two.
+		var code int
+		var body string
+		waitFor(t, tc.url+" for the reader", 30*time.Second, func() (bool, error) {
+			code, body = get(tc.url, allowed)
+			return code == http.StatusOK, nil
+		})
+		if !strings.Contains(body, tc.metric) {
+			t.Errorf("%s: no %s metrics in %d bytes", tc.url, tc.metric, len(body))
+		}
+	}
+	if strings.HasPrefix(controller, "0.0.0.0") || !strings.HasPrefix(controller, "127.0.0.1:") {
+		t.Errorf("the harness serves the controller's metrics on %s, want loopback", controller)
 	}
 }
