@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -362,6 +363,68 @@ func TestGoldenImageChecksumMismatch(t *testing.T) {
 	c := &corev1.PersistentVolumeClaim{}
 	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "disk-corrupt"}, c); err != nil || c.Status.Phase != corev1.ClaimPending {
 		t.Errorf("claim %v (%v), want Pending", c.Status.Phase, err)
+	}
+}
+
+// A qcow2 image whose backing file is another tenant's LV on the node
+// (the attack: every VM disk of the image would read that LV) is refused
+// on real lvm2, with the agent, qemu-img and prlimit in the VM: the
+// GoldenImage turns Degraded naming the refusal, no base is left, and the
+// LV's bytes are in no thinlvm LV.
+func TestGoldenImageBackingFileRefused(t *testing.T) {
+	marker := make([]byte, 64<<10)
+	if _, err := rand.Read(marker); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(vm.ShareDir(), "marker"), marker, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inGuest(t, "lvcreate", "-q", "-T", "vg0/pool0", "-V", "16M", "-n", "tenant-secret")
+	defer inGuest(t, "lvremove", "-q", "-y", "vg0/tenant-secret")
+	inGuest(t, "dd", "if=/share/marker", "of=/dev/vg0/tenant-secret", "bs=64k", "count=1", "conv=notrunc")
+
+	dir := t.TempDir()
+	evil := filepath.Join(dir, "evil.qcow2")
+	if b, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-u", "-b", "/dev/vg0/tenant-secret", "-F", "raw", evil, "16M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img create: %v: %s", err, b)
+	}
+	body, err := os.ReadFile(evil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := newImageServer(t)
+	gi := goldenImage("evil", images.add("/evil.qcow2", body), sum(body), thinlvmv1.FormatQCOW2, "64Mi")
+	create(t, gi)
+	defer deleteAll(t, gi)
+	goldenClass(t, "golden-evil", gi.Name)
+	vmDisk(t, "disk-evil", "golden-evil", "1Gi")
+	defer cleanupDisks(t, "disk-evil")
+	waitFor(t, "the GoldenImage Degraded", 3*time.Minute, func() (bool, error) {
+		c := meta.FindStatusCondition(imageStatus(t, gi.Name).Status.Conditions, thinlvmv1.ConditionImageDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "image refused: qcow2 has a backing file") &&
+			strings.Contains(c.Message, vmNode), nil
+	})
+	for name, f := range bases(t) {
+		if strings.Contains(f[1], thinlvmv1.BaseTagPrefix+gi.Name) {
+			t.Errorf("base %s %v left after the refusal", name, f)
+		}
+	}
+	// No thinlvm LV holds the tenant's bytes.
+	all, err := vm.LVS(ctx, "vg0", "lv_attr,lv_tags,lv_size")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range all {
+		if !strings.Contains(f[1], "thinlvm") || f[0] != "" && f[0][0] == 't' { // the pool itself
+			continue
+		}
+		out := inGuest(t, "sh", "-c", "dd if=/dev/vg0/"+name+" bs=64k count=1 2>/dev/null | cmp -s - /share/marker && echo LEAK || true")
+		if strings.Contains(out, "LEAK") {
+			t.Errorf("LV %s starts with the tenant's bytes", name)
+		}
+	}
+	if got := inGuest(t, "sh", "-c", "dd if=/dev/vg0/tenant-secret bs=64k count=1 2>/dev/null | cmp -s - /share/marker && echo intact"); !strings.Contains(got, "intact") {
+		t.Error("the tenant's LV was changed")
 	}
 }
 
