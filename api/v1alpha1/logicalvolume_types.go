@@ -29,6 +29,22 @@ const (
 	AccessReadOnly  AccessType = "ro"
 )
 
+// VolumeRole is what a LogicalVolume is to its users: a volume (a CSI
+// volume) or a snapshot (a CSI snapshot). It is a spec field, immutable and
+// validated by the API server, because the controller decides by it what a
+// CSI ID names; a label anyone may edit must never decide that.
+// +kubebuilder:validation:Enum=Volume;Snapshot
+type VolumeRole string
+
+// Volume roles.
+const (
+	// RoleVolume is a CSI volume.
+	RoleVolume VolumeRole = "Volume"
+	// RoleSnapshot is a CSI snapshot: a read-only thin snapshot whose
+	// spec.source (kind Volume) names the volume it was taken of.
+	RoleSnapshot VolumeRole = "Snapshot"
+)
+
 // VolumeSource names what a LogicalVolume is made from.
 type VolumeSource struct {
 	// Kind is the kind of source.
@@ -72,15 +88,73 @@ type LogicalVolumeSpec struct {
 	// +optional
 	// +kubebuilder:default=rw
 	AccessType AccessType `json:"accessType,omitempty"`
+
+	// Role is Volume (default) or Snapshot; a snapshot's source is
+	// spec.source.
+	// +optional
+	// +kubebuilder:default=Volume
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="role is immutable"
+	Role VolumeRole `json:"role,omitempty"`
 }
 
-// Condition types and reasons of a LogicalVolume.
+// Condition types of a LogicalVolume.
 const (
 	// ConditionReady is True when the LV exists with the spec's size.
 	ConditionReady = "Ready"
 	// ConditionFailed is True when the last attempt failed; its reason is
-	// lvmd's gRPC code (e.g. ResourceExhausted) and its message lvmd's.
+	// one of the Reason constants below and its message lvmd's or the node
+	// agent's.
 	ConditionFailed = "Failed"
+)
+
+// Condition reasons of a LogicalVolume. They are the API's own words: the
+// node agent chooses one for each outcome and the controller maps it to the
+// code its CSI call returns; neither side parses a gRPC code's name.
+const (
+	// ReasonCreated (Ready=True): the LV exists with the spec's size.
+	ReasonCreated = "Created"
+	// ReasonSucceeded (Failed=False): the last attempt succeeded.
+	ReasonSucceeded = "Succeeded"
+	// ReasonWaitingForBase (Ready=False, Failed=False): the volume's golden
+	// base is being made on the node; not a failure.
+	ReasonWaitingForBase = "WaitingForBase"
+
+	// ReasonNoSpace: lvmd found no room in the thin pool or VG, or the pool
+	// is over its high-water mark. Retried; the provisioner may reschedule.
+	ReasonNoSpace = "NoSpace"
+	// ReasonSourceNotFound: the source (a LogicalVolume, its LV, or a
+	// GoldenImage) does not exist or is not made yet. Retried.
+	ReasonSourceNotFound = "SourceNotFound"
+	// ReasonSourceOnOtherNode: the source LogicalVolume is on another node;
+	// a clone or restore is made on its source's node only.
+	ReasonSourceOnOtherNode = "SourceOnOtherNode"
+	// ReasonSourceMismatch: the source (or the GoldenImage) is in another
+	// device class, or the LV found for it is not the source's own.
+	ReasonSourceMismatch = "SourceMismatch"
+	// ReasonForeignLV: an LV of this name exists that thinlvm does not
+	// manage (no thinlvm tag, or in another thin pool).
+	ReasonForeignLV = "ForeignLV"
+	// ReasonInvalidSpec: lvmd refused the request as invalid, e.g. a
+	// device class it does not know.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonSizeOutOfRange: lvmd refused the size, e.g. a shrink.
+	ReasonSizeOutOfRange = "SizeOutOfRange"
+	// ReasonConflict: the LV exists with another size or source, or belongs
+	// to another LogicalVolume whose name derives to the same LV name.
+	ReasonConflict = "Conflict"
+	// ReasonBaseFailed: the golden base of the volume's GoldenImage failed
+	// on this node.
+	ReasonBaseFailed = "BaseFailed"
+	// ReasonUnsupported: the node agent does not support what the spec asks
+	// for (e.g. a source kind newer than the agent).
+	ReasonUnsupported = "Unsupported"
+	// ReasonLVMDUnavailable: the node agent could not reach lvmd.
+	ReasonLVMDUnavailable = "LVMDUnavailable"
+	// ReasonLVMTimeout: an lvmd call did not finish in time.
+	ReasonLVMTimeout = "LVMTimeout"
+	// ReasonLVMFailed: anything else (an lvm command failed, lvmd or the
+	// API server answered with an internal error). Retried with backoff.
+	ReasonLVMFailed = "LVMFailed"
 )
 
 // LogicalVolumeStatus is what the node agent observed.
@@ -106,6 +180,7 @@ type LogicalVolumeStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=lv
+// +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.spec.role`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.deviceClass`
 // +kubebuilder:printcolumn:name="Size",type=string,JSONPath=`.spec.size`

@@ -25,17 +25,6 @@ import (
 	"github.com/thinlvm/thinlvm/api/volcap"
 )
 
-// Labels on the LogicalVolumes the controller creates.
-const (
-	// KindLabel is "volume" or "snapshot".
-	KindLabel = "thinlvm.io/kind"
-	// SourceLabel is a snapshot's source volume ID.
-	SourceLabel = "thinlvm.io/source-volume"
-
-	kindVolume   = "volume"
-	kindSnapshot = "snapshot"
-)
-
 // Sizes.
 const (
 	defaultSize = 1 << 30
@@ -167,8 +156,8 @@ func (s *ControllerServer) getLV(ctx context.Context, name string) (*thinlvmv1.L
 }
 
 // waitReady waits until the node agent made the LogicalVolume (Ready for
-// the current generation) or refused it (Failed, whose reason is lvmd's
-// code). done tells whether the object is where the caller wants it.
+// the current generation) or refused it (Failed, whose reason codeOf maps
+// to the call's code). done tells whether the object is where the caller wants it.
 func (s *ControllerServer) waitReady(ctx context.Context, name string, done func(*thinlvmv1.LogicalVolume) bool) (*thinlvmv1.LogicalVolume, error) {
 	ctx, cancel := s.waitContext(ctx)
 	defer cancel()
@@ -198,13 +187,31 @@ func ready(lv *thinlvmv1.LogicalVolume) bool {
 	return meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady) && lv.Status.CurrentSize != nil
 }
 
-// codeOf turns a Failed condition's reason (a gRPC code's name) back into
-// the code.
+// reasonCodes is the code a CSI call returns when the node agent failed
+// its LogicalVolume with a reason. The codes are what the sidecars act on:
+// ResourceExhausted makes the provisioner reschedule, Unavailable and
+// DeadlineExceeded count as still in progress.
+var reasonCodes = map[string]codes.Code{
+	thinlvmv1.ReasonNoSpace:           codes.ResourceExhausted,
+	thinlvmv1.ReasonSourceNotFound:    codes.NotFound,
+	thinlvmv1.ReasonSourceOnOtherNode: codes.FailedPrecondition,
+	thinlvmv1.ReasonSourceMismatch:    codes.FailedPrecondition,
+	thinlvmv1.ReasonForeignLV:         codes.FailedPrecondition,
+	thinlvmv1.ReasonInvalidSpec:       codes.InvalidArgument,
+	thinlvmv1.ReasonSizeOutOfRange:    codes.OutOfRange,
+	thinlvmv1.ReasonConflict:          codes.AlreadyExists,
+	thinlvmv1.ReasonBaseFailed:        codes.Unavailable,
+	thinlvmv1.ReasonUnsupported:       codes.Unimplemented,
+	thinlvmv1.ReasonLVMDUnavailable:   codes.Unavailable,
+	thinlvmv1.ReasonLVMTimeout:        codes.DeadlineExceeded,
+	thinlvmv1.ReasonLVMFailed:         codes.Internal,
+}
+
+// codeOf is the code for a Failed condition's reason; Internal for a
+// reason this controller does not know (a newer node agent's).
 func codeOf(reason string) codes.Code {
-	for c := codes.OK; c <= codes.Unauthenticated; c++ {
-		if c.String() == reason {
-			return c
-		}
+	if c, ok := reasonCodes[reason]; ok {
+		return c
 	}
 	return codes.Internal
 }
@@ -271,7 +278,7 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 			return nil, status.Error(codes.InvalidArgument, "volume_content_source has neither a snapshot nor a volume")
 		}
 		src, err := s.getLV(ctx, id)
-		if apierrors.IsNotFound(err) || err == nil && !isKind(src, kind) {
+		if apierrors.IsNotFound(err) || err == nil && isSnapshot(src) != (kind == thinlvmv1.SourceSnapshot) {
 			return nil, status.Errorf(codes.NotFound, "source %s %s not found", kind, id)
 		}
 		if err != nil {
@@ -328,9 +335,10 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 			return nil, err
 		}
 		lv = &thinlvmv1.LogicalVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{KindLabel: kindVolume}},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: thinlvmv1.LogicalVolumeSpec{Name: req.GetName(), NodeName: node, DeviceClass: class,
-				Size: *resource.NewQuantity(want, resource.BinarySI), Source: source, AccessType: thinlvmv1.AccessReadWrite},
+				Size: *resource.NewQuantity(want, resource.BinarySI), Source: source, AccessType: thinlvmv1.AccessReadWrite,
+				Role: thinlvmv1.RoleVolume},
 		}
 		if err := s.Client.Create(ctx, lv); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, status.Errorf(codes.Internal, "create LogicalVolume %s: %v", name, err)
@@ -359,11 +367,18 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 	}}, nil
 }
 
-func isKind(lv *thinlvmv1.LogicalVolume, k thinlvmv1.SourceKind) bool {
-	if k == thinlvmv1.SourceSnapshot {
-		return lv.Labels[KindLabel] == kindSnapshot
+// isSnapshot tells whether a LogicalVolume is a CSI snapshot. Only the
+// immutable spec.role decides, never a label: an empty role is the API's
+// default, Volume.
+func isSnapshot(lv *thinlvmv1.LogicalVolume) bool { return lv.Spec.Role == thinlvmv1.RoleSnapshot }
+
+// snapshotSource is the volume ID a snapshot was taken of: its
+// spec.source, which the API server keeps immutable.
+func snapshotSource(lv *thinlvmv1.LogicalVolume) string {
+	if src := lv.Spec.Source; src != nil && src.Kind == thinlvmv1.SourceVolume {
+		return src.Name
 	}
-	return lv.Labels[KindLabel] != kindSnapshot
+	return ""
 }
 
 // compatible tells whether an existing LogicalVolume answers a repeated
@@ -371,7 +386,7 @@ func isKind(lv *thinlvmv1.LogicalVolume, k thinlvmv1.SourceKind) bool {
 func compatible(lv *thinlvmv1.LogicalVolume, want, limit int64, class string, source *thinlvmv1.VolumeSource) error {
 	have := lv.Spec.Size.Value()
 	switch {
-	case lv.Labels[KindLabel] == kindSnapshot:
+	case isSnapshot(lv):
 		return status.Errorf(codes.AlreadyExists, "%s is a snapshot", lv.Name)
 	case have < want || limit > 0 && have > limit:
 		return status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes", lv.Name, have)
@@ -484,13 +499,15 @@ func (s *ControllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolu
 	if req.GetVolumeId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
 	}
-	return &csi.DeleteVolumeResponse{}, s.delete(ctx, req.GetVolumeId(), kindVolume)
+	return &csi.DeleteVolumeResponse{}, s.delete(ctx, req.GetVolumeId(), thinlvmv1.RoleVolume)
 }
 
-func (s *ControllerServer) delete(ctx context.Context, id, kind string) error {
+// delete deletes the LogicalVolume id if it has role and waits until it is
+// gone.
+func (s *ControllerServer) delete(ctx context.Context, id string, role thinlvmv1.VolumeRole) error {
 	lv, err := s.getLV(ctx, id)
-	if apierrors.IsNotFound(err) || err == nil && (lv.Labels[KindLabel] == kindSnapshot) != (kind == kindSnapshot) {
-		return nil // absent, or an ID of the other kind: no such volume
+	if apierrors.IsNotFound(err) || err == nil && isSnapshot(lv) != (role == thinlvmv1.RoleSnapshot) {
+		return nil // absent, or an ID of the other role: no such volume
 	}
 	if err != nil {
 		return status.Errorf(codes.Internal, "get LogicalVolume %s: %v", id, err)
@@ -514,7 +531,7 @@ func (s *ControllerServer) ControllerExpandVolume(ctx context.Context, req *csi.
 		return nil, err
 	}
 	lv, err := s.getLV(ctx, req.GetVolumeId())
-	if apierrors.IsNotFound(err) || err == nil && lv.Labels[KindLabel] == kindSnapshot {
+	if apierrors.IsNotFound(err) || err == nil && isSnapshot(lv) {
 		return nil, status.Errorf(codes.NotFound, "volume %s not found", req.GetVolumeId())
 	}
 	if err != nil {
@@ -599,24 +616,24 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 	lv, err := s.getLV(ctx, name)
 	switch {
 	case err == nil:
-		if lv.Labels[KindLabel] != kindSnapshot || lv.Labels[SourceLabel] != req.GetSourceVolumeId() {
+		if !isSnapshot(lv) || snapshotSource(lv) != req.GetSourceVolumeId() {
 			return nil, status.Errorf(codes.AlreadyExists, "snapshot %s exists with another source", req.GetName())
 		}
 	case !apierrors.IsNotFound(err):
 		return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", name, err)
 	default:
 		src, err := s.getLV(ctx, req.GetSourceVolumeId())
-		if apierrors.IsNotFound(err) || err == nil && src.Labels[KindLabel] == kindSnapshot {
+		if apierrors.IsNotFound(err) || err == nil && isSnapshot(src) {
 			return nil, status.Errorf(codes.NotFound, "source volume %s not found", req.GetSourceVolumeId())
 		}
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "get source %s: %v", req.GetSourceVolumeId(), err)
 		}
 		lv = &thinlvmv1.LogicalVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{KindLabel: kindSnapshot, SourceLabel: src.Name}},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: thinlvmv1.LogicalVolumeSpec{Name: req.GetName(), NodeName: src.Spec.NodeName, DeviceClass: src.Spec.DeviceClass,
 				Size: src.Spec.Size, Source: &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: src.Name},
-				AccessType: thinlvmv1.AccessReadOnly},
+				AccessType: thinlvmv1.AccessReadOnly, Role: thinlvmv1.RoleSnapshot},
 		}
 		if err := s.Client.Create(ctx, lv); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, status.Errorf(codes.Internal, "create LogicalVolume %s: %v", name, err)
@@ -634,7 +651,7 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 
 func toSnapshot(lv *thinlvmv1.LogicalVolume) *csi.Snapshot {
 	return &csi.Snapshot{
-		SnapshotId: lv.Name, SourceVolumeId: lv.Labels[SourceLabel], SizeBytes: lv.Status.CurrentSize.Value(),
+		SnapshotId: lv.Name, SourceVolumeId: snapshotSource(lv), SizeBytes: lv.Status.CurrentSize.Value(),
 		CreationTime: timestamppb.New(lv.CreationTimestamp.Time), ReadyToUse: true,
 	}
 }
@@ -645,26 +662,28 @@ func (s *ControllerServer) DeleteSnapshot(ctx context.Context, req *csi.DeleteSn
 	if req.GetSnapshotId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "snapshot_id is required")
 	}
-	return &csi.DeleteSnapshotResponse{}, s.delete(ctx, req.GetSnapshotId(), kindSnapshot)
+	return &csi.DeleteSnapshotResponse{}, s.delete(ctx, req.GetSnapshotId(), thinlvmv1.RoleSnapshot)
 }
 
 // ListSnapshots implements csi.ControllerServer, in name order, paged by an
-// index token.
+// index token. It lists every LogicalVolume and keeps those whose
+// spec.role is Snapshot: a label selector would let anyone who may label
+// an object decide what is a snapshot.
 func (s *ControllerServer) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
 	list := &thinlvmv1.LogicalVolumeList{}
-	if err := s.Client.List(ctx, list, client.MatchingLabels{KindLabel: kindSnapshot}); err != nil {
+	if err := s.Client.List(ctx, list); err != nil {
 		return nil, status.Errorf(codes.Internal, "list snapshots: %v", err)
 	}
 	var snaps []*csi.Snapshot
 	for i := range list.Items {
 		lv := &list.Items[i]
-		if !ready(lv) || !lv.DeletionTimestamp.IsZero() {
+		if !isSnapshot(lv) || !ready(lv) || !lv.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if id := req.GetSnapshotId(); id != "" && lv.Name != id {
 			continue
 		}
-		if src := req.GetSourceVolumeId(); src != "" && lv.Labels[SourceLabel] != src {
+		if src := req.GetSourceVolumeId(); src != "" && snapshotSource(lv) != src {
 			continue
 		}
 		snaps = append(snaps, toSnapshot(lv))
@@ -692,7 +711,7 @@ func (s *ControllerServer) ListVolumes(ctx context.Context, req *csi.ListVolumes
 	var vols []*csi.Volume
 	for i := range list.Items {
 		lv := &list.Items[i]
-		if lv.Labels[KindLabel] == kindSnapshot || !lv.DeletionTimestamp.IsZero() {
+		if isSnapshot(lv) || !lv.DeletionTimestamp.IsZero() {
 			continue
 		}
 		v := &csi.Volume{

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	csispec "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -151,25 +153,50 @@ func TestCreateIsIdempotentAndChecksSize(t *testing.T) {
 	}
 }
 
-// lvmd's refusal comes back with its code, and the LogicalVolume goes, so
-// that the provisioner can try elsewhere.
+// lvmd's refusal comes back with its code (through the node agent's
+// condition reason), and the LogicalVolume goes, so that the provisioner
+// can try elsewhere.
 func TestNodeRefusalLeavesNothing(t *testing.T) {
-	lvmd["n1"].SetFail("CreateLV", status.Error(codes.ResourceExhausted, "thin pool over its high-water mark: data 95.00%, metadata 10.00%"))
-	defer lvmd["n1"].SetFail("CreateLV", nil)
-	_, err := createVolume(t, "pvc-refused", 1<<30, top("n1"), nil)
-	if status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("got %v, want ResourceExhausted", err)
+	tests := []struct {
+		name   string
+		code   codes.Code
+		reason string
+	}{
+		{"no space", codes.ResourceExhausted, thinlvmv1.ReasonNoSpace},
+		{"source missing", codes.NotFound, thinlvmv1.ReasonSourceNotFound},
+		{"unknown class", codes.InvalidArgument, thinlvmv1.ReasonInvalidSpec},
+		{"size", codes.OutOfRange, thinlvmv1.ReasonSizeOutOfRange},
+		{"conflict", codes.AlreadyExists, thinlvmv1.ReasonConflict},
+		{"foreign LV", codes.FailedPrecondition, thinlvmv1.ReasonForeignLV},
+		{"unsupported", codes.Unimplemented, thinlvmv1.ReasonUnsupported},
+		{"lvmd down", codes.Unavailable, thinlvmv1.ReasonLVMDUnavailable},
+		{"lvm failed", codes.Internal, thinlvmv1.ReasonLVMFailed},
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := k8s.Get(context.Background(), types.NamespacedName{Name: "pvc-refused"}, &thinlvmv1.LogicalVolume{})
-		if client.IgnoreNotFound(err) == nil && err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the refused LogicalVolume is still there")
-		}
-		time.Sleep(50 * time.Millisecond)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lvmd["n1"].SetFail("CreateLV", status.Error(tt.code, "thin pool over its high-water mark: data 95.00%, metadata 10.00%"))
+			defer lvmd["n1"].SetFail("CreateLV", nil)
+			name := fmt.Sprintf("pvc-refused-%d", i)
+			_, err := createVolume(t, name, 1<<30, top("n1"), nil)
+			if status.Code(err) != tt.code {
+				t.Fatalf("got %v, want %v", err, tt.code)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				lv := &thinlvmv1.LogicalVolume{}
+				err := k8s.Get(context.Background(), types.NamespacedName{Name: name}, lv)
+				if client.IgnoreNotFound(err) == nil && err != nil {
+					break
+				}
+				if c := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionFailed); err == nil && c != nil && c.Reason != tt.reason {
+					t.Fatalf("Failed reason %s, want %s", c.Reason, tt.reason)
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the refused LogicalVolume is still there")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 	}
 }
 
@@ -188,6 +215,21 @@ func TestSnapshotsClonesAndSourceNode(t *testing.T) {
 	}
 	if lv, ok := lvmd["n1"].LV("tl-snapshot-abc"); !ok || !lv.GetReadOnly() || lv.GetOrigin() != "pvc-src" {
 		t.Errorf("snapshot LV %v", lv)
+	}
+	// What the objects are is in their spec, which the API server keeps.
+	for id, want := range map[string]thinlvmv1.LogicalVolumeSpec{
+		v.GetVolumeId(): {Role: thinlvmv1.RoleVolume},
+		snap.GetSnapshot().GetSnapshotId(): {Role: thinlvmv1.RoleSnapshot,
+			Source: &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: v.GetVolumeId()}},
+	} {
+		lv := &thinlvmv1.LogicalVolume{}
+		if err := k8s.Get(ctx, types.NamespacedName{Name: id}, lv); err != nil {
+			t.Fatal(err)
+		}
+		got := thinlvmv1.LogicalVolumeSpec{Role: lv.Spec.Role, Source: lv.Spec.Source}
+		if diff := cmp.Diff(want, got); diff != "" || len(lv.Labels) != 0 {
+			t.Errorf("%s: labels %v, role and source (-want +got):\n%s", id, lv.Labels, diff)
+		}
 	}
 	fromSnap := &csispec.VolumeContentSource{Type: &csispec.VolumeContentSource_Snapshot{Snapshot: &csispec.VolumeContentSource_SnapshotSource{SnapshotId: "snapshot-abc"}}}
 	restored, err := createVolume(t, "pvc-restored", 3<<30, top("n1", "n2"), fromSnap)
@@ -465,6 +507,33 @@ func TestListVolumes(t *testing.T) {
 	}
 	if _, err := srv.CreateSnapshot(ctx, &csispec.CreateSnapshotRequest{Name: "snap-list", SourceVolumeId: "pvc-list-a"}); err != nil {
 		t.Fatal(err)
+	}
+	// The labels that once decided what an object is are never read: a
+	// volume labelled as a snapshot stays a volume.
+	b := &thinlvmv1.LogicalVolume{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: "pvc-list-b"}, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Labels = map[string]string{"thinlvm.io/kind": "snapshot", "thinlvm.io/source-volume": "pvc-list-a"}
+	if err := k8s.Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for { // the controller reads from its cache
+		if err := srv.Client.Get(ctx, types.NamespacedName{Name: "pvc-list-b"}, b); err == nil && b.Labels["thinlvm.io/kind"] == "snapshot" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the controller's cache never saw the label")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	snaps, err := srv.ListSnapshots(ctx, &csispec.ListSnapshotsRequest{SourceVolumeId: "pvc-list-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps.GetEntries()) != 1 || snaps.GetEntries()[0].GetSnapshot().GetSnapshotId() != "snap-list" {
+		t.Errorf("snapshots of pvc-list-a: %v, want only snap-list", snaps.GetEntries())
 	}
 	all, err := srv.ListVolumes(ctx, &csispec.ListVolumesRequest{})
 	if err != nil {

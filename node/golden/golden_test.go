@@ -230,7 +230,7 @@ func contains(list []string, s string) bool {
 }
 
 // A checksum mismatch leaves no base, reports Failed, and fails the
-// waiting volume with Unavailable (the controller then retries).
+// waiting volume with BaseFailed (the controller then retries).
 func TestChecksumMismatchLeavesNoBase(t *testing.T) {
 	gi := newImage(t, "corrupt", strings.Repeat("0", 64), nil)
 	newVolume(t, "corrupt-disk", "corrupt")
@@ -241,9 +241,9 @@ func TestChecksumMismatchLeavesNoBase(t *testing.T) {
 	if _, ok := lvmd.LV(thinlvmv1.BaseLVName(gi)); ok {
 		t.Error("a half-written base is left")
 	}
-	eventually(t, "the volume Failed with Unavailable", func() bool {
+	eventually(t, "the volume Failed with BaseFailed", func() bool {
 		c := meta.FindStatusCondition(volume(t, "corrupt-disk").Status.Conditions, thinlvmv1.ConditionFailed)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "Unavailable" && strings.Contains(c.Message, "sha256 mismatch")
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == thinlvmv1.ReasonBaseFailed && strings.Contains(c.Message, "sha256 mismatch")
 	})
 	if _, ok := lvmd.LV("corrupt-disk"); ok {
 		t.Error("the volume has an LV")

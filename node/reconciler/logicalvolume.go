@@ -111,16 +111,17 @@ func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{RequeueAfter: time.Second}, r.setWaiting(ctx, lv, wait.Error())
 	}
 	if err != nil {
-		code := status.Code(err)
-		logger.Info("logical volume failed", "lv", LVName(lv), "code", code.String(), "error", status.Convert(err).Message())
+		reason := reasonOf(err)
+		logger.Info("logical volume failed", "lv", LVName(lv), "reason", reason, "error", status.Convert(err).Message())
 		if serr := r.setStatus(ctx, lv, nil, err); serr != nil {
 			return ctrl.Result{}, errors.Join(err, serr)
 		}
-		switch code {
-		case codes.InvalidArgument, codes.AlreadyExists, codes.OutOfRange, codes.FailedPrecondition, codes.Unimplemented:
+		switch reason {
+		case thinlvmv1.ReasonInvalidSpec, thinlvmv1.ReasonConflict, thinlvmv1.ReasonSizeOutOfRange,
+			thinlvmv1.ReasonSourceOnOtherNode, thinlvmv1.ReasonSourceMismatch, thinlvmv1.ReasonForeignLV, thinlvmv1.ReasonUnsupported:
 			// The spec must change first: the update will requeue it.
 			return ctrl.Result{}, nil
-		case codes.ResourceExhausted, codes.NotFound:
+		case thinlvmv1.ReasonNoSpace, thinlvmv1.ReasonSourceNotFound:
 			return ctrl.Result{RequeueAfter: r.retryAfter()}, nil
 		}
 		return ctrl.Result{}, err
@@ -149,7 +150,7 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.Logi
 		if !ownedBy(vol, lv) {
 			// Two LogicalVolumes whose names derive to one LV name
 			// ("snapshot-x" and "tl-snapshot-x"): the first keeps it.
-			return nil, status.Errorf(codes.AlreadyExists, "LV %s belongs to another LogicalVolume (tags %v)", name, vol.GetTags())
+			return nil, refuse(thinlvmv1.ReasonConflict, "LV %s belongs to another LogicalVolume (tags %v)", name, vol.GetTags())
 		}
 	case status.Code(err) != codes.NotFound:
 		return nil, err
@@ -181,6 +182,51 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.Logi
 	return vol, nil
 }
 
+// refusal is the reconciler's own verdict on a LogicalVolume, with the
+// condition reason it reports; lvmd's errors carry a gRPC code instead,
+// which reasonOf maps.
+type refusal struct{ reason, msg string }
+
+func (e *refusal) Error() string { return e.msg }
+
+func refuse(reason, format string, args ...any) error {
+	return &refusal{reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+// reasonOf is the Failed condition's reason for an error of ensure: the
+// reconciler's own refusal's, else the one for lvmd's gRPC code. It is the
+// node agent's only mapping from codes to reasons.
+func reasonOf(err error) string {
+	var r *refusal
+	if errors.As(err, &r) {
+		return r.reason
+	}
+	switch status.Code(err) {
+	case codes.ResourceExhausted:
+		return thinlvmv1.ReasonNoSpace
+	case codes.NotFound:
+		// ensure makes its own LV when GetLV finds none, so lvmd's
+		// NotFound names a snapshot's source (or an LV removed behind
+		// the agent's back, which the next attempt makes again).
+		return thinlvmv1.ReasonSourceNotFound
+	case codes.InvalidArgument:
+		return thinlvmv1.ReasonInvalidSpec
+	case codes.OutOfRange:
+		return thinlvmv1.ReasonSizeOutOfRange
+	case codes.AlreadyExists:
+		return thinlvmv1.ReasonConflict
+	case codes.FailedPrecondition:
+		return thinlvmv1.ReasonForeignLV
+	case codes.Unimplemented:
+		return thinlvmv1.ReasonUnsupported
+	case codes.Unavailable:
+		return thinlvmv1.ReasonLVMDUnavailable
+	case codes.DeadlineExceeded, codes.Canceled:
+		return thinlvmv1.ReasonLVMTimeout
+	}
+	return thinlvmv1.ReasonLVMFailed
+}
+
 // waitingForBase is the state of a LogicalVolume whose golden base is not
 // on the node yet: the golden reconciler is making it.
 type waitingForBase struct{ msg string }
@@ -193,12 +239,12 @@ func (r *LogicalVolumeReconciler) baseLV(ctx context.Context, lv *thinlvmv1.Logi
 	gi := &thinlvmv1.GoldenImage{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, gi); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, status.Errorf(codes.NotFound, "GoldenImage %s not found", name)
+			return nil, refuse(thinlvmv1.ReasonSourceNotFound, "GoldenImage %s not found", name)
 		}
 		return nil, err
 	}
 	if gi.Spec.DeviceClass != lv.Spec.DeviceClass {
-		return nil, status.Errorf(codes.FailedPrecondition, "GoldenImage %s is in device class %q, not %q", name, gi.Spec.DeviceClass, lv.Spec.DeviceClass)
+		return nil, refuse(thinlvmv1.ReasonSourceMismatch, "GoldenImage %s is in device class %q, not %q", name, gi.Spec.DeviceClass, lv.Spec.DeviceClass)
 	}
 	resp, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: thinlvmv1.BaseLVName(gi), DeviceClass: lv.Spec.DeviceClass})
 	if err == nil && resp.GetVolume().GetReadOnly() {
@@ -213,7 +259,7 @@ func (r *LogicalVolumeReconciler) baseLV(ctx context.Context, lv *thinlvmv1.Logi
 			switch {
 			case b.Name != name || b.LV != thinlvmv1.BaseLVName(gi):
 			case b.State == thinlvmv1.GoldenBaseFailed:
-				return nil, status.Errorf(codes.Unavailable, "golden base of %s failed on node %s: %s", name, r.NodeName, b.Message)
+				return nil, refuse(thinlvmv1.ReasonBaseFailed, "golden base of %s failed on node %s: %s", name, r.NodeName, b.Message)
 			case b.State == thinlvmv1.GoldenBasePopulating:
 				return nil, &waitingForBase{fmt.Sprintf("waiting for the golden base of %s: %d of %d bytes downloaded", name, b.BytesDone, b.BytesTotal)}
 			}
@@ -234,20 +280,20 @@ func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.Lo
 		}
 		return base.GetName(), nil
 	default:
-		return "", status.Errorf(codes.Unimplemented, "source kind %s is not supported by this node agent", src.Kind)
+		return "", refuse(thinlvmv1.ReasonUnsupported, "source kind %s is not supported by this node agent", src.Kind)
 	}
 	from := &thinlvmv1.LogicalVolume{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: src.Name}, from); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", status.Errorf(codes.NotFound, "source LogicalVolume %s not found", src.Name)
+			return "", refuse(thinlvmv1.ReasonSourceNotFound, "source LogicalVolume %s not found", src.Name)
 		}
 		return "", err
 	}
 	if from.Spec.NodeName != lv.Spec.NodeName {
-		return "", status.Errorf(codes.FailedPrecondition, "source LogicalVolume %s is on node %s, not %s", src.Name, from.Spec.NodeName, lv.Spec.NodeName)
+		return "", refuse(thinlvmv1.ReasonSourceOnOtherNode, "source LogicalVolume %s is on node %s, not %s", src.Name, from.Spec.NodeName, lv.Spec.NodeName)
 	}
 	if from.Spec.DeviceClass != lv.Spec.DeviceClass {
-		return "", status.Errorf(codes.FailedPrecondition, "source LogicalVolume %s is in device class %q, not %q", src.Name, from.Spec.DeviceClass, lv.Spec.DeviceClass)
+		return "", refuse(thinlvmv1.ReasonSourceMismatch, "source LogicalVolume %s is in device class %q, not %q", src.Name, from.Spec.DeviceClass, lv.Spec.DeviceClass)
 	}
 	// The source LV is found by the source object's identity (its name
 	// and the owner tag its agent put on the LV), never by a status field
@@ -255,13 +301,13 @@ func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.Lo
 	name := LVName(from)
 	got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: name, DeviceClass: from.Spec.DeviceClass})
 	if status.Code(err) == codes.NotFound {
-		return "", status.Errorf(codes.NotFound, "source LogicalVolume %s is not made yet", src.Name)
+		return "", refuse(thinlvmv1.ReasonSourceNotFound, "source LogicalVolume %s is not made yet", src.Name)
 	}
 	if err != nil {
 		return "", err
 	}
 	if !ownedBy(got.GetVolume(), from) {
-		return "", status.Errorf(codes.FailedPrecondition, "LV %s is not the LV of source LogicalVolume %s (tags %v)", name, src.Name, got.GetVolume().GetTags())
+		return "", refuse(thinlvmv1.ReasonSourceMismatch, "LV %s is not the LV of source LogicalVolume %s (tags %v)", name, src.Name, got.GetVolume().GetTags())
 	}
 	return name, nil
 }
@@ -283,20 +329,20 @@ func (r *LogicalVolumeReconciler) setStatus(ctx context.Context, lv *thinlvmv1.L
 		q := resource.NewQuantity(int64(vol.GetSizeBytes()), resource.BinarySI)
 		st.CurrentSize = q
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionTrue,
-			Reason: "Created", Message: fmt.Sprintf("lv %s/%s is %s", vol.GetVolumeGroup(), vol.GetName(), q), ObservedGeneration: lv.Generation})
+			Reason: thinlvmv1.ReasonCreated, Message: fmt.Sprintf("lv %s/%s is %s", vol.GetVolumeGroup(), vol.GetName(), q), ObservedGeneration: lv.Generation})
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionFailed, Status: metav1.ConditionFalse,
-			Reason: "Succeeded", ObservedGeneration: lv.Generation})
+			Reason: thinlvmv1.ReasonSucceeded, ObservedGeneration: lv.Generation})
 	} else {
-		code := status.Code(err)
+		reason := reasonOf(err)
 		msg := status.Convert(err).Message()
 		ready := metav1.ConditionFalse
-		if st.VolumeID != "" && meta.IsStatusConditionTrue(st.Conditions, thinlvmv1.ConditionReady) && code != codes.NotFound {
+		if st.VolumeID != "" && meta.IsStatusConditionTrue(st.Conditions, thinlvmv1.ConditionReady) && reason != thinlvmv1.ReasonSourceNotFound {
 			ready = metav1.ConditionTrue // the LV exists; a failed resize does not unmake it
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionReady, Status: ready,
-			Reason: code.String(), Message: msg, ObservedGeneration: lv.Generation})
+			Reason: reason, Message: msg, ObservedGeneration: lv.Generation})
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionFailed, Status: metav1.ConditionTrue,
-			Reason: code.String(), Message: msg, ObservedGeneration: lv.Generation})
+			Reason: reason, Message: msg, ObservedGeneration: lv.Generation})
 	}
 	if err := r.Client.Status().Patch(ctx, lv, patch); err != nil {
 		return fmt.Errorf("update status: %w", err)
@@ -311,9 +357,9 @@ func (r *LogicalVolumeReconciler) setWaiting(ctx context.Context, lv *thinlvmv1.
 	st := &lv.Status
 	st.ObservedGeneration = lv.Generation
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionFalse,
-		Reason: "WaitingForBase", Message: msg, ObservedGeneration: lv.Generation})
+		Reason: thinlvmv1.ReasonWaitingForBase, Message: msg, ObservedGeneration: lv.Generation})
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionFailed, Status: metav1.ConditionFalse,
-		Reason: "WaitingForBase", ObservedGeneration: lv.Generation})
+		Reason: thinlvmv1.ReasonWaitingForBase, ObservedGeneration: lv.Generation})
 	if err := r.Client.Status().Patch(ctx, lv, patch); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}

@@ -186,6 +186,11 @@ func TestValidationByTheAPIServer(t *testing.T) {
 	if err := k8sClient.Create(ctx, badSource); !apierrors.IsInvalid(err) {
 		t.Errorf("source kind Backup: %v, want Invalid", err)
 	}
+	badRole := newLV("lv-bad-role", "n", "1Gi")
+	badRole.Spec.Role = "Backup"
+	if err := k8sClient.Create(ctx, badRole); !apierrors.IsInvalid(err) {
+		t.Errorf("role Backup: %v, want Invalid", err)
+	}
 
 	lv := newLV("lv-immutable", "n", "1Gi")
 	if err := k8sClient.Create(ctx, lv); err != nil {
@@ -195,19 +200,40 @@ func TestValidationByTheAPIServer(t *testing.T) {
 	if lv.Spec.AccessType != thinlvmv1.AccessReadWrite {
 		t.Errorf("accessType defaulted to %q, want rw", lv.Spec.AccessType)
 	}
-	for name, mutate := range map[string]func(*thinlvmv1.LogicalVolume){
-		"shrink":             func(l *thinlvmv1.LogicalVolume) { l.Spec.Size = resource.MustParse("512Mi") },
-		"change node":        func(l *thinlvmv1.LogicalVolume) { l.Spec.NodeName = "m" },
-		"change deviceClass": func(l *thinlvmv1.LogicalVolume) { l.Spec.DeviceClass = "hdd" },
-		"add a source": func(l *thinlvmv1.LogicalVolume) {
+	if lv.Spec.Role != thinlvmv1.RoleVolume {
+		t.Errorf("role defaulted to %q, want Volume", lv.Spec.Role)
+	}
+	// A snapshot stays a snapshot: what an ID names must not change under
+	// the controller.
+	snap := newLV("lv-immutable-snap", "n", "1Gi")
+	snap.Spec.Role = thinlvmv1.RoleSnapshot
+	snap.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: "lv-immutable"}
+	if err := k8sClient.Create(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	defer k8sClient.Delete(ctx, snap)
+	for _, tt := range []struct {
+		name   string
+		object string
+		mutate func(*thinlvmv1.LogicalVolume)
+	}{
+		{"shrink", "lv-immutable", func(l *thinlvmv1.LogicalVolume) { l.Spec.Size = resource.MustParse("512Mi") }},
+		{"change node", "lv-immutable", func(l *thinlvmv1.LogicalVolume) { l.Spec.NodeName = "m" }},
+		{"change deviceClass", "lv-immutable", func(l *thinlvmv1.LogicalVolume) { l.Spec.DeviceClass = "hdd" }},
+		{"add a source", "lv-immutable", func(l *thinlvmv1.LogicalVolume) {
 			l.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: "x"}
-		},
+		}},
+		{"volume to snapshot", "lv-immutable", func(l *thinlvmv1.LogicalVolume) { l.Spec.Role = thinlvmv1.RoleSnapshot }},
+		{"snapshot to volume", "lv-immutable-snap", func(l *thinlvmv1.LogicalVolume) { l.Spec.Role = thinlvmv1.RoleVolume }},
+		{"change a snapshot's source", "lv-immutable-snap", func(l *thinlvmv1.LogicalVolume) { l.Spec.Source.Name = "other" }},
 	} {
-		l := get(t, "lv-immutable")
-		mutate(l)
-		if err := k8sClient.Update(ctx, l); !apierrors.IsInvalid(err) {
-			t.Errorf("%s: %v, want Invalid", name, err)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			l := get(t, tt.object)
+			tt.mutate(l)
+			if err := k8sClient.Update(ctx, l); !apierrors.IsInvalid(err) {
+				t.Errorf("%v, want Invalid", err)
+			}
+		})
 	}
 }
 
@@ -249,7 +275,7 @@ func TestFailureConditionAndRetry(t *testing.T) {
 	lv := get(t, "pvc-full")
 	failed := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionFailed)
 	ready := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionReady)
-	if failed.Reason != "ResourceExhausted" || failed.Message == "" || ready.Status != metav1.ConditionFalse {
+	if failed.Reason != thinlvmv1.ReasonNoSpace || failed.Message == "" || ready.Status != metav1.ConditionFalse {
 		t.Errorf("conditions %+v", lv.Status.Conditions)
 	}
 	f.SetFail("CreateLV", nil) // space freed: the retry succeeds
@@ -313,9 +339,9 @@ func TestSnapshotSourceAndRestart(t *testing.T) {
 	if err := k8sClient.Create(ctx, far); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "FailedPrecondition", func() bool {
+	eventually(t, "SourceOnOtherNode", func() bool {
 		c := meta.FindStatusCondition(get(t, "pvc-far").Status.Conditions, thinlvmv1.ConditionFailed)
-		return c != nil && c.Reason == "FailedPrecondition"
+		return c != nil && c.Reason == thinlvmv1.ReasonSourceOnOtherNode
 	})
 	for _, name := range []string{"pvc-far", "pvc-clone", "snapshot-1234", "pvc-origin", "pvc-elsewhere-src"} {
 		if err := k8sClient.Delete(ctx, get(t, name)); err != nil {
@@ -343,7 +369,7 @@ func TestUnknownDeviceClassIsDeleted(t *testing.T) {
 	}
 	eventually(t, "the Failed condition", func() bool {
 		c := meta.FindStatusCondition(get(t, lv.Name).Status.Conditions, thinlvmv1.ConditionFailed)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "InvalidArgument"
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == thinlvmv1.ReasonInvalidSpec
 	})
 	if err := k8sClient.Delete(ctx, lv); err != nil {
 		t.Fatal(err)
@@ -369,7 +395,7 @@ func TestForgedSourceVolumeIDIsIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	src.Status.VolumeID = "pvc-victim" // what a compromised writer of status could do
-	meta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Created"})
+	meta.SetStatusCondition(&src.Status.Conditions, metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionTrue, Reason: thinlvmv1.ReasonCreated})
 	if err := k8sClient.Status().Update(ctx, src); err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +425,7 @@ func TestForgedSourceVolumeIDIsIgnored(t *testing.T) {
 }
 
 // Two LogicalVolumes whose names derive to one LV name never share it:
-// the second fails AlreadyExists, and deleting it leaves the first's LV.
+// the second fails with Conflict, and deleting it leaves the first's LV.
 func TestTwoObjectsNeverShareAnLV(t *testing.T) {
 	ctx := context.Background()
 	f := &fake.LVMD{}
@@ -414,9 +440,9 @@ func TestTwoObjectsNeverShareAnLV(t *testing.T) {
 	if err := k8sClient.Create(ctx, newLV("tl-snapshot-x", node, "1Gi")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the second to fail AlreadyExists", func() bool {
+	eventually(t, "the second to fail with Conflict", func() bool {
 		c := meta.FindStatusCondition(get(t, "tl-snapshot-x").Status.Conditions, thinlvmv1.ConditionFailed)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "AlreadyExists"
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == thinlvmv1.ReasonConflict
 	})
 	if err := k8sClient.Delete(ctx, get(t, "tl-snapshot-x")); err != nil {
 		t.Fatal(err)
