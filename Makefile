@@ -46,12 +46,25 @@ build: ## Build the binaries into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: test-unit test-lvm sanity e2e ## Run all tests: unit and envtest, real-LVM, csi-sanity, end-to-end.
+test: test-unit test-fuzz test-lvm sanity e2e ## Run all tests: unit and envtest, short fuzzing, real-LVM, csi-sanity, end-to-end.
 
 .PHONY: test-unit
 test-unit: lvmvm-image ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e/)
+
+# go test fuzzes one target per package per run. The budgets are execution
+# counts, about 10s each here: with a -fuzztime duration, runs with no
+# failing input sometimes ended in "context deadline exceeded" from the fuzz
+# coordinator (Go 1.26). node/golden's TestMain starts no API server in a
+# fuzz worker.
+.PHONY: test-fuzz
+test-fuzz: ## Short fuzz runs (about 10s each) of the parsers and validators, seeds included.
+	$(GO) test -run '^$$' -fuzz '^FuzzValidateNames$$' -fuzztime 150000x ./lvmd/lvm/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseFullReport$$' -fuzztime 120000x ./lvmd/lvm/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 50000x ./lvmd/config/
+	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -fuzz '^FuzzImageHeader$$' -fuzztime 20000x ./node/golden/
 
 .PHONY: k8s-bin
 k8s-bin: ## Build (cached) etcd and kube-apiserver from Go modules.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -179,21 +180,35 @@ func (c *Config) Validate() error {
 
 // isReservedOption tells whether flag is, or is taken by lvm's getopt_long
 // for, a reserved option: a short option with its value attached ("-L1G",
-// "-an") and an unambiguous prefix of a long one ("--virt") count.
+// "-an"), one inside a cluster of short options ("-vky" is -v -k y, "-qn"
+// is -q -n), and an unambiguous prefix of a long one ("--virt") count.
 func isReservedOption(flag string) bool {
-	long := strings.HasPrefix(flag, "--")
-	for _, r := range reservedOptions {
-		switch {
-		case flag == r:
-		case len(r) == 2 && !long && strings.HasPrefix(flag, r):
-		case strings.HasPrefix(r, "--") && long && len(flag) > 2 && strings.HasPrefix(r, flag):
-		default:
-			continue
+	if strings.HasPrefix(flag, "--") {
+		for _, r := range reservedOptions {
+			if strings.HasPrefix(r, "--") && (flag == r || len(flag) > 2 && strings.HasPrefix(r, flag)) {
+				return true
+			}
 		}
-		return true
+		return false
+	}
+	if !strings.HasPrefix(flag, "-") {
+		return false
+	}
+	// As getopt reads a cluster: options one letter each, until one that
+	// takes a value, which is the rest of the word.
+	for i := 1; i < len(flag); i++ {
+		if slices.Contains(reservedOptions, "-"+flag[i:i+1]) {
+			return true
+		}
+		if strings.IndexByte(shortWithValue, flag[i]) >= 0 {
+			return false
+		}
 	}
 	return false
 }
+
+// shortWithValue are lvcreate's short options that take a value.
+const shortWithValue = "aAcCiIjklLmMnpPrRSVWZ"
 
 func validClassName(s string) bool {
 	if len(s) == 0 || len(s) > 63 {

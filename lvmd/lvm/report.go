@@ -3,6 +3,7 @@ package lvm
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -207,6 +208,11 @@ func parsePercent(m map[string]string, key string) (float64, error) {
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		return 0, fmt.Errorf("parse lvm report: field %s=%q: %w", key, s, err)
+	}
+	// NaN would pass every high-water-mark comparison: a full pool would
+	// look empty.
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return 0, fmt.Errorf("parse lvm report: field %s=%q is not a percentage", key, s)
 	}
 	return v, nil
 }

@@ -144,6 +144,9 @@ func (d *download) Close() error {
 	return nil
 }
 
+// zstdMaxWindow is the largest zstd window an image may use.
+const zstdMaxWindow = 256 << 20
+
 // decompress returns a reader of r's bytes, decompressed when they start
 // with the magic of gzip, xz or zstd.
 func decompress(r io.Reader) (io.Reader, string, error) {
@@ -160,7 +163,9 @@ func decompress(r io.Reader) (io.Reader, string, error) {
 		zr, err := xz.NewReader(br)
 		return zr, "xz", err
 	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		zr, err := zstd.NewReader(br)
+		// A window past zstdMaxWindow is refused: the stream chooses it, and
+		// the decoder would allocate it (zstd's --long=27 is 128 MiB).
+		zr, err := zstd.NewReader(br, zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderConcurrency(1))
 		if err != nil {
 			return nil, "", err
 		}
@@ -274,6 +279,9 @@ func (w *Writer) Populate(ctx context.Context, spec *thinlvmv1.GoldenImageSpec, 
 	raw, _, err := decompress(tee)
 	if err != nil {
 		return 0, fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
+	}
+	if c, ok := raw.(io.Closer); ok {
+		defer c.Close() // a zstd decoder's goroutines end only with Close
 	}
 	dev, err := os.OpenFile(device, os.O_WRONLY, 0)
 	if err != nil {

@@ -75,6 +75,9 @@ func (w *Writer) convert(ctx context.Context, src io.Reader, sum hash.Hash, want
 	if err != nil {
 		return 0, fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
 	}
+	if c, ok := raw.(io.Closer); ok {
+		defer c.Close() // a zstd decoder's goroutines end only with Close
+	}
 	// Bounded before the checksum can be known: a few hundred KiB of
 	// compressed zeros would otherwise fill the scratch volume.
 	bound := scratchBound(limit, cmp.Or(w.scratchSlack, qcow2ScratchSlack))
