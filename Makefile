@@ -33,12 +33,28 @@ generate: ## Regenerate checked-in code (protobuf/gRPC).
 	$(GO) tool controller-gen rbac:roleName=thinlvm-controller paths=./controller/... output:rbac:artifacts:config=deploy/rbac/controller
 
 .PHONY: verify
-verify: generate ## Check formatting, vet, and that generated code is current.
+verify: generate verify-imports ## Check formatting, vet, the import boundaries, and that generated code is current.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	@git diff --exit-code -- . ':!go.sum' || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto api deploy/crds deploy/rbac)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto api deploy/crds deploy/rbac; exit 1; }
+
+# The one-way arrows between the packages (docs/architecture.md): each rule
+# is a package pattern and the imports it must not have.
+M := github.com/thinlvm/thinlvm
+.PHONY: verify-imports
+verify-imports: ## Check that no package imports across the architecture's boundaries.
+	@fail=0; deps() { $(GO) list -f '{{.ImportPath}}: {{join .Imports " "}}{{if .TestImports}} {{join .TestImports " "}}{{end}}' $$1; }; \
+	check() { out=$$(deps "$$1" | grep -E "^[^:]*:.* ($$2)( |$$)"); if [ -n "$$out" ]; then echo "$$3:"; echo "$$out" | cut -c1-200; fail=1; fi; }; \
+	check './api/...' '$(M)/(lvmd|node|controller|scheduler|cmd|e2e)(/[^ ]*)?' 'api imports nothing of ours outside api/'; \
+	check './lvmd/...' 'k8s.io/(api|apimachinery|client-go)/[^ ]*|sigs.k8s.io/controller-runtime[^ ]*|$(M)/(node|controller|scheduler|cmd|e2e)(/[^ ]*)?|$(M)/api/v1alpha1' 'lvmd imports nothing of Kubernetes and nothing of ours but api/lvmname'; \
+	check './node/...' '$(M)/(controller|scheduler)(/[^ ]*)?|$(M)/lvmd/(lvm|server|config)(/[^ ]*)?' 'node imports lvmd only through lvmd/proto, and never controller or scheduler'; \
+	check './node/csi/...' '$(M)/node/reconciler' 'the CSI node service does not import the reconciler'; \
+	check './controller/...' '$(M)/(node|scheduler|lvmd)(/[^ ]*)?' 'controller imports neither node, scheduler nor lvmd'; \
+	check './scheduler/...' '$(M)/(node|controller|lvmd)(/[^ ]*)?' 'scheduler imports neither node, controller nor lvmd'; \
+	check "$$($(GO) list ./... | grep -v /e2e/)" '$(M)/e2e(/[^ ]*)?' 'product code never imports e2e'; \
+	exit $$fail
 
 .PHONY: build
 build: ## Build the binaries into bin/.
@@ -60,7 +76,7 @@ test-unit: lvmvm-image ## Unit tests (fakes at the lvm runner and lvmd client) a
 # fuzz worker.
 .PHONY: test-fuzz
 test-fuzz: ## Short fuzz runs (about 10s each) of the parsers and validators, seeds included.
-	$(GO) test -run '^$$' -fuzz '^FuzzValidateNames$$' -fuzztime 150000x ./lvmd/lvm/
+	$(GO) test -run '^$$' -fuzz '^FuzzValidateNames$$' -fuzztime 150000x ./api/lvmname/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFullReport$$' -fuzztime 120000x ./lvmd/lvm/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 50000x ./lvmd/config/
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \

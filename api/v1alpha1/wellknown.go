@@ -22,8 +22,3 @@ const GoldenImageParameter = "thinlvm.io/golden-image"
 // BaseTagPrefix prefixes the lvm tag that names a golden base's GoldenImage
 // ("base:<name>").
 const BaseTagPrefix = "base:"
-
-// BaseLVName is the LV name of a GoldenImage's base on every node: derived
-// from the object's UID, so that a GoldenImage deleted and made again with
-// the same name never finds the old base.
-func BaseLVName(image *GoldenImage) string { return "gi-" + string(image.UID) }

@@ -262,7 +262,7 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 		return nil, err
 	}
 	class := req.GetParameters()[thinlvmv1.DeviceClassParameter]
-	name := objectName("vol", req.GetName())
+	name := thinlvmv1.ObjectName("vol", req.GetName())
 
 	var source *thinlvmv1.VolumeSource
 	var sourceNode string
@@ -612,7 +612,7 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 	if err := checkParameters(req.GetParameters()); err != nil {
 		return nil, err
 	}
-	name := objectName("snap", req.GetName())
+	name := thinlvmv1.ObjectName("snap", req.GetName())
 	lv, err := s.getLV(ctx, name)
 	switch {
 	case err == nil:

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/thinlvm/thinlvm/lvmd/lvm"
+	"github.com/thinlvm/thinlvm/api/lvmname"
 )
 
 // GiB is 2^30 bytes.
@@ -132,12 +132,12 @@ func (c *Config) Validate() error {
 		if d.Default {
 			defaults++
 		}
-		if err := lvm.ValidateVGName(d.VolumeGroup); err != nil {
+		if err := lvmname.ValidateVGName(d.VolumeGroup); err != nil {
 			add(p+".volumeGroup", "%v", err)
 		}
 		if d.ThinPool == "" {
 			add(p+".thinPool", "required: thinlvm carves thin volumes only")
-		} else if err := lvm.ValidateLVName(d.ThinPool); err != nil {
+		} else if err := lvmname.ValidateLVName(d.ThinPool); err != nil {
 			add(p+".thinPool", "%v", err)
 		}
 		if d.OverprovisionRatio < 1 {

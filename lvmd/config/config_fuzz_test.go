@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/thinlvm/thinlvm/api/lvmname"
 	"github.com/thinlvm/thinlvm/lvmd/config"
-	"github.com/thinlvm/thinlvm/lvmd/lvm"
 )
 
 // The options lvmd puts on every lvcreate itself, which a device class must
@@ -64,10 +64,10 @@ func checkAccepted(t *testing.T, c *config.Config) {
 		if d.Default {
 			defaults = append(defaults, d)
 		}
-		if err := lvm.ValidateVGName(d.VolumeGroup); err != nil {
+		if err := lvmname.ValidateVGName(d.VolumeGroup); err != nil {
 			t.Errorf("class %q: accepted volume group %q: %v", d.Name, d.VolumeGroup, err)
 		}
-		if err := lvm.ValidateLVName(d.ThinPool); err != nil {
+		if err := lvmname.ValidateLVName(d.ThinPool); err != nil {
 			t.Errorf("class %q: accepted thin pool %q: %v", d.Name, d.ThinPool, err)
 		}
 		// Written so that NaN fails them too.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/thinlvm/thinlvm/api/lvmname"
 )
 
 // Client builds lvm commands from typed requests and runs them. Every name
@@ -16,11 +18,11 @@ type Client struct {
 func sizeArg(bytes uint64) string { return strconv.FormatUint(bytes, 10) + "b" }
 
 func validateNames(vg string, lvs ...string) error {
-	if err := ValidateVGName(vg); err != nil {
+	if err := lvmname.ValidateVGName(vg); err != nil {
 		return err
 	}
 	for _, lv := range lvs {
-		if err := ValidateLVName(lv); err != nil {
+		if err := lvmname.ValidateLVName(lv); err != nil {
 			return err
 		}
 	}
@@ -29,7 +31,7 @@ func validateNames(vg string, lvs ...string) error {
 
 func addTags(args []string, tags []string) ([]string, error) {
 	for _, t := range tags {
-		if err := ValidateTag(t); err != nil {
+		if err := lvmname.ValidateTag(t); err != nil {
 			return nil, err
 		}
 		args = append(args, "--addtag", t)
@@ -41,7 +43,7 @@ func addTags(args []string, tags []string) ([]string, error) {
 // process.
 func (c *Client) FullReport(ctx context.Context, vgs []string) (*Report, error) {
 	for _, vg := range vgs {
-		if err := ValidateVGName(vg); err != nil {
+		if err := lvmname.ValidateVGName(vg); err != nil {
 			return nil, err
 		}
 	}

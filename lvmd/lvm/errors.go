@@ -4,6 +4,8 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+
+	"github.com/thinlvm/thinlvm/api/lvmname"
 )
 
 // Sentinel errors for lvm outcomes; test them with errors.Is.
@@ -19,7 +21,7 @@ var (
 	// ErrShrink: an extend to a size below the current one.
 	ErrShrink = errors.New("new size smaller than current size")
 	// ErrInvalidName: a name lvm2 would reject, refused before any command.
-	ErrInvalidName = errors.New("invalid name")
+	ErrInvalidName = lvmname.ErrInvalidName
 )
 
 // classified wraps a *CommandError with the sentinel its stderr shows.

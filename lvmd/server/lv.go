@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/thinlvm/thinlvm/api/lvmname"
 	"github.com/thinlvm/thinlvm/lvmd/config"
 	"github.com/thinlvm/thinlvm/lvmd/lvm"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
@@ -24,11 +25,11 @@ type request struct {
 }
 
 func (d *Daemon) validate(name, class string, tags []string) (request, error) {
-	if err := lvm.ValidateLVName(name); err != nil {
+	if err := lvmname.ValidateLVName(name); err != nil {
 		return request{}, err
 	}
 	for _, t := range tags {
-		if err := lvm.ValidateTag(t); err != nil {
+		if err := lvmname.ValidateTag(t); err != nil {
 			return request{}, err
 		}
 	}
@@ -181,7 +182,7 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 	if err != nil {
 		return nil, err
 	}
-	if err := lvm.ValidateLVName(req.GetSourceName()); err != nil {
+	if err := lvmname.ValidateLVName(req.GetSourceName()); err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
 	if req.GetSourceName() == req.GetName() {
@@ -439,7 +440,7 @@ func (s *lvService) ListLVs(_ context.Context, req *pb.ListLVsRequest) (*pb.List
 		classes = []config.DeviceClass{*dc}
 	}
 	if t := req.GetTag(); t != "" {
-		if err := lvm.ValidateTag(t); err != nil {
+		if err := lvmname.ValidateTag(t); err != nil {
 			return nil, err
 		}
 	}

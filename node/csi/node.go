@@ -19,7 +19,6 @@ import (
 	"github.com/thinlvm/thinlvm/api/volcap"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/lvmd"
-	"github.com/thinlvm/thinlvm/node/reconciler"
 )
 
 // NodeServer is the CSI Node service.
@@ -80,7 +79,7 @@ func (s *NodeServer) findLV(ctx context.Context, volumeID string) (*pb.LogicalVo
 	if err != nil {
 		return nil, status.Errorf(status.Code(err), "list LVs: %s", status.Convert(err).Message())
 	}
-	name := reconciler.LVNameOf(volumeID)
+	name := thinlvmv1.LVNameOf(volumeID)
 	for _, lv := range resp.GetVolumes() {
 		if lv.GetName() == name {
 			return lv, nil

@@ -2,8 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"github.com/thinlvm/thinlvm/lvmd/lvm"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/lvmd"
 )
@@ -63,24 +60,8 @@ func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// LVName is the LV name of a LogicalVolume.
-func LVName(lv *thinlvmv1.LogicalVolume) string { return LVNameOf(lv.Name) }
-
-// LVNameOf is the LV name of the LogicalVolume named name (which is also
-// its CSI volume ID): the name itself where lvm accepts it, else with "tl-"
-// before it, else a stable hash of it. It never changes, so a restarted
-// agent finds the LV it made and the CSI node service finds the LV of a
-// volume ID.
-func LVNameOf(name string) string {
-	if lvm.ValidateLVName(name) == nil {
-		return name
-	}
-	if p := "tl-" + name; lvm.ValidateLVName(p) == nil {
-		return p // e.g. "snapshot-<uid>": "snapshot" is a reserved prefix
-	}
-	sum := sha256.Sum256([]byte(name))
-	return "tl-" + hex.EncodeToString(sum[:20])
-}
+// LVName is the LV name of a LogicalVolume (thinlvmv1.LVName).
+func LVName(lv *thinlvmv1.LogicalVolume) string { return thinlvmv1.LVName(lv) }
 
 // Reconcile implements reconcile.Reconciler.
 func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -430,7 +430,7 @@ func TestTwoObjectsNeverShareAnLV(t *testing.T) {
 	ctx := context.Background()
 	f := &fake.LVMD{}
 	node, _ := startAgent(t, f)
-	if reconciler.LVNameOf("snapshot-x") != reconciler.LVNameOf("tl-snapshot-x") {
+	if thinlvmv1.LVNameOf("snapshot-x") != thinlvmv1.LVNameOf("tl-snapshot-x") {
 		t.Fatal("the names no longer collide: pick two that do")
 	}
 	if err := k8sClient.Create(ctx, newLV("snapshot-x", node, "1Gi")); err != nil {

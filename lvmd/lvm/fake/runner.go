@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/thinlvm/thinlvm/api/lvmname"
 	"github.com/thinlvm/thinlvm/lvmd/lvm"
 )
 
@@ -447,12 +448,12 @@ func (r *Runner) lvcreate(c *command) (string, error) {
 	if !ok {
 		return "", c.unsupported("lvcreate without --name")
 	}
-	if err := lvm.ValidateLVName(name); err != nil {
+	if err := lvmname.ValidateLVName(name); err != nil {
 		return "", c.fail("Logical volume name \"%s\" is invalid.", name)
 	}
 	tags := c.values["--addtag"]
 	for _, t := range tags {
-		if err := lvm.ValidateTag(t); err != nil {
+		if err := lvmname.ValidateTag(t); err != nil {
 			return "", c.fail("Invalid tag %s.", t)
 		}
 	}

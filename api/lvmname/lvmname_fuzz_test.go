@@ -1,11 +1,11 @@
-package lvm_test
+package lvmname_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
-	"github.com/thinlvm/thinlvm/lvmd/lvm"
+	"github.com/thinlvm/thinlvm/api/lvmname"
 )
 
 // lvm2's rules, written again here from its documentation (lvm(8), VALID
@@ -100,12 +100,12 @@ func FuzzValidateNames(f *testing.F) {
 			rule     func(string) bool
 			pathSep  bool
 		}{
-			{"vg name", lvm.ValidateVGName, lvm2Name, false},
-			{"lv name", lvm.ValidateLVName, lvm2LVName, false},
-			{"tag", lvm.ValidateTag, lvm2Tag, true},
+			{"vg name", lvmname.ValidateVGName, lvm2Name, false},
+			{"lv name", lvmname.ValidateLVName, lvm2LVName, false},
+			{"tag", lvmname.ValidateTag, lvm2Tag, true},
 		} {
 			err := c.validate(s)
-			if err != nil && !errors.Is(err, lvm.ErrInvalidName) {
+			if err != nil && !errors.Is(err, lvmname.ErrInvalidName) {
 				t.Errorf("%s %q: error %v is not ErrInvalidName", c.kind, s, err)
 			}
 			switch ok := c.rule(s); {

@@ -1,9 +1,16 @@
-package lvm
+// Package lvmname checks names and tags against lvm2's rules, before any
+// of them reaches an lvm command. It depends on nothing: lvmd validates
+// every request with it, and the API derives LV names with it.
+package lvmname
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
+
+// ErrInvalidName is a name or tag lvm2 would reject.
+var ErrInvalidName = errors.New("invalid name")
 
 // maxNameLen is lvm2's NAME_LEN less the terminating NUL.
 const maxNameLen = 127

@@ -1,11 +1,11 @@
-package lvm_test
+package lvmname_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
-	"github.com/thinlvm/thinlvm/lvmd/lvm"
+	"github.com/thinlvm/thinlvm/api/lvmname"
 )
 
 func TestValidateLVName(t *testing.T) {
@@ -47,7 +47,7 @@ func TestValidateLVName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := lvm.ValidateLVName(tt.lv)
+			err := lvmname.ValidateLVName(tt.lv)
 			checkValid(t, "ValidateLVName", tt.lv, tt.valid, err)
 		})
 	}
@@ -74,7 +74,7 @@ func TestValidateVGName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := lvm.ValidateVGName(tt.vg)
+			err := lvmname.ValidateVGName(tt.vg)
 			checkValid(t, "ValidateVGName", tt.vg, tt.valid, err)
 		})
 	}
@@ -103,7 +103,7 @@ func TestValidateTag(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := lvm.ValidateTag(tt.tag)
+			err := lvmname.ValidateTag(tt.tag)
 			checkValid(t, "ValidateTag", tt.tag, tt.valid, err)
 		})
 	}
@@ -114,7 +114,7 @@ func checkValid(t *testing.T, fn, arg string, valid bool, err error) {
 	switch {
 	case valid && err != nil:
 		t.Errorf("%s(%q) = %v, want nil", fn, arg, err)
-	case !valid && !errors.Is(err, lvm.ErrInvalidName):
+	case !valid && !errors.Is(err, lvmname.ErrInvalidName):
 		t.Errorf("%s(%q) = %v, want ErrInvalidName", fn, arg, err)
 	}
 }
