@@ -100,15 +100,11 @@ func (c *Cluster) Restart(name string, between func() error) error {
 // Args are the arguments the named process was last started with (nil if
 // none was).
 func (c *Cluster) Args(name string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var args []string
-	for _, p := range c.procs {
-		if p.name == name {
-			args = p.argv
-		}
+	ps := c.named(name)
+	if len(ps) == 0 {
+		return nil
 	}
-	return slices.Clone(args)
+	return slices.Clone(ps[len(ps)-1].argv)
 }
 
 // Procs are the names of the processes started here.
@@ -367,17 +363,22 @@ func (c *Cluster) Alive(name string) bool {
 	return false
 }
 
-// Kill stops the named processes (SIGTERM, then SIGKILL) and waits.
-func (c *Cluster) Kill(name string) {
+// named are the processes of that name started here, oldest first.
+func (c *Cluster) named(name string) []*proc {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	var ps []*proc
 	for _, p := range c.procs {
 		if p.name == name {
 			ps = append(ps, p)
 		}
 	}
-	c.mu.Unlock()
-	for _, p := range ps {
+	return ps
+}
+
+// Kill stops the named processes (SIGTERM, then SIGKILL) and waits.
+func (c *Cluster) Kill(name string) {
+	for _, p := range c.named(name) {
 		stop(p)
 	}
 }
@@ -386,15 +387,7 @@ func (c *Cluster) Kill(name string) {
 // the OOM killer would: no signal handler runs, no lease is released.
 // Restart starts them again.
 func (c *Cluster) Crash(name string) {
-	c.mu.Lock()
-	var ps []*proc
-	for _, p := range c.procs {
-		if p.name == name {
-			ps = append(ps, p)
-		}
-	}
-	c.mu.Unlock()
-	for _, p := range ps {
+	for _, p := range c.named(name) {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
