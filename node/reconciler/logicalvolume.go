@@ -60,9 +60,6 @@ func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// LVName is the LV name of a LogicalVolume (thinlvmv1.LVName).
-func LVName(lv *thinlvmv1.LogicalVolume) string { return thinlvmv1.LVName(lv) }
-
 // Reconcile implements reconcile.Reconciler.
 func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
@@ -93,7 +90,7 @@ func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	if err != nil {
 		reason := reasonOf(err)
-		logger.Info("logical volume failed", "lv", LVName(lv), "reason", reason, "error", status.Convert(err).Message())
+		logger.Info("logical volume failed", "lv", thinlvmv1.LVName(lv), "reason", reason, "error", status.Convert(err).Message())
 		if serr := r.setStatus(ctx, lv, nil, err); serr != nil {
 			return ctrl.Result{}, errors.Join(err, serr)
 		}
@@ -120,7 +117,7 @@ func (r *LogicalVolumeReconciler) retryAfter() time.Duration {
 // ensure makes the LV exist with the spec's size; lvmd's calls are
 // idempotent, so ensure is too.
 func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.LogicalVolume) (*pb.LogicalVolume, error) {
-	name := LVName(lv)
+	name := thinlvmv1.LVName(lv)
 	size := uint64(lv.Spec.Size.Value())
 	tags := []string{OwnerTagPrefix + lv.Name}
 	var vol *pb.LogicalVolume
@@ -279,7 +276,7 @@ func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.Lo
 	// The source LV is found by the source object's identity (its name
 	// and the owner tag its agent put on the LV), never by a status field
 	// another writer could set to a third tenant's LV.
-	name := LVName(from)
+	name := thinlvmv1.LVName(from)
 	got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: name, DeviceClass: from.Spec.DeviceClass})
 	if status.Code(err) == codes.NotFound {
 		return "", refuse(thinlvmv1.ReasonSourceNotFound, "source LogicalVolume %s is not made yet", src.Name)
@@ -353,13 +350,11 @@ func (r *LogicalVolumeReconciler) finalize(ctx context.Context, lv *thinlvmv1.Lo
 		return nil
 	}
 	// Only this object's own LV goes: an LV of that name made for another
-	// LogicalVolume stays (see ownedBy).
-	got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: LVName(lv), DeviceClass: lv.Spec.DeviceClass})
-	if err == nil && !ownedBy(got.GetVolume(), lv) {
-		err = status.Errorf(codes.NotFound, "LV %s belongs to another LogicalVolume", LVName(lv))
-	}
-	if err == nil {
-		_, err = r.LVMD.RemoveLV(ctx, &pb.RemoveLVRequest{Name: LVName(lv), DeviceClass: lv.Spec.DeviceClass})
+	// LogicalVolume stays (see ownedBy), as if this one had none.
+	name := thinlvmv1.LVName(lv)
+	got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass})
+	if err == nil && ownedBy(got.GetVolume(), lv) {
+		_, err = r.LVMD.RemoveLV(ctx, &pb.RemoveLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass})
 	}
 	switch status.Code(err) {
 	case codes.OK, codes.NotFound:
@@ -368,15 +363,15 @@ func (r *LogicalVolumeReconciler) finalize(ctx context.Context, lv *thinlvmv1.Lo
 		// is ours and valid: the device class is one lvmd does not know,
 		// so no LV of this object can exist. Keeping the finalizer would
 		// leave the object Terminating for good.
-		log.FromContext(ctx).Info("logical volume has no LV to remove", "lv", LVName(lv), "deviceClass", lv.Spec.DeviceClass, "reason", status.Convert(err).Message())
+		log.FromContext(ctx).Info("logical volume has no LV to remove", "lv", name, "deviceClass", lv.Spec.DeviceClass, "reason", status.Convert(err).Message())
 	default:
-		return fmt.Errorf("remove lv %s: %w", LVName(lv), err)
+		return fmt.Errorf("remove lv %s: %w", name, err)
 	}
 	patch := client.MergeFrom(lv.DeepCopy())
 	controllerutil.RemoveFinalizer(lv, Finalizer)
 	if err := r.Client.Patch(ctx, lv, patch); err != nil {
 		return fmt.Errorf("remove finalizer: %w", err)
 	}
-	log.FromContext(ctx).Info("logical volume removed", "lv", LVName(lv))
+	log.FromContext(ctx).Info("logical volume removed", "lv", name)
 	return nil
 }
