@@ -257,16 +257,12 @@ func (s *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 	// not ours to take down. A volume whose LV is gone cannot be checked;
 	// its target is cleaned up as before.
 	if lv, err := s.findLV(ctx, id); err == nil {
-		if m, err := mountAt(target); err != nil {
-			return nil, status.Errorf(codes.Internal, "read the mount at %s: %v", target, err)
-		} else if m != nil {
-			publishes, err := deviceMounts(lv.GetDevicePath())
-			if err != nil {
-				return nil, status.Errorf(codes.Internal, "find the device of volume %s: %v", id, err)
-			}
-			if !publishes(*m) {
-				return nil, status.Errorf(codes.FailedPrecondition, "target %s holds another volume (%s), not %s", target, m.Source, id)
-			}
+		m, ours, err := mountedAt(id, lv.GetDevicePath(), target)
+		if err != nil {
+			return nil, err
+		}
+		if m != nil && !ours {
+			return nil, status.Errorf(codes.FailedPrecondition, "target %s holds another volume (%s), not %s", target, m.Source, id)
 		}
 	}
 	if err := mountutils.CleanupMountPoint(target, s.mounter, true); err != nil {
@@ -324,24 +320,33 @@ func publishedElsewhere(device, target string) (string, error) {
 // another volume, or this one with the other flag, is ALREADY_EXISTS (CSI
 // spec: the target is taken with an incompatible publish).
 func checkPublished(id, device, target string, readOnly bool) error {
-	m, err := mountAt(target)
-	if err != nil {
-		return status.Errorf(codes.Internal, "read the mount at %s: %v", target, err)
-	}
-	if m == nil {
-		return nil
-	}
-	publishes, err := deviceMounts(device)
-	if err != nil {
-		return status.Errorf(codes.Internal, "find the device of volume %s: %v", id, err)
-	}
-	if !publishes(*m) {
+	m, ours, err := mountedAt(id, device, target)
+	switch {
+	case err != nil || m == nil:
+		return err
+	case !ours:
 		return status.Errorf(codes.AlreadyExists, "target %s holds another volume (%s)", target, m.Source)
 	}
 	if ro := slices.Contains(m.MountOptions, "ro"); ro != readOnly {
 		return status.Errorf(codes.AlreadyExists, "volume %s is published at %s with readonly=%v", id, target, ro)
 	}
 	return nil
+}
+
+// mountedAt returns the mount on top of target (nil when none) and whether
+// it publishes volume id's device; errors are gRPC statuses.
+func mountedAt(id, device, target string) (m *mountutils.MountInfo, ours bool, err error) {
+	if m, err = mountAt(target); err != nil {
+		return nil, false, status.Errorf(codes.Internal, "read the mount at %s: %v", target, err)
+	}
+	if m == nil {
+		return nil, false, nil
+	}
+	publishes, err := deviceMounts(device)
+	if err != nil {
+		return nil, false, status.Errorf(codes.Internal, "find the device of volume %s: %v", id, err)
+	}
+	return m, publishes(*m), nil
 }
 
 // mountAt is the mountinfo entry on top of path, nil when none.
