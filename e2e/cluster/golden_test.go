@@ -254,6 +254,22 @@ func bases(t testing.TB) map[string][]string {
 	return out
 }
 
+// degradedWithoutBase waits until the GoldenImage is Degraded with a
+// message naming why and the VM node, and checks that the VM holds no base
+// of it.
+func degradedWithoutBase(t testing.TB, gi *thinlvmv1.GoldenImage, why string) {
+	t.Helper()
+	waitFor(t, "the GoldenImage Degraded", 3*time.Minute, func() (bool, error) {
+		c := meta.FindStatusCondition(imageStatus(t, gi.Name).Status.Conditions, thinlvmv1.ConditionImageDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, why) && strings.Contains(c.Message, vmNode), nil
+	})
+	for name, f := range bases(t) {
+		if strings.Contains(f[1], thinlvmv1.BaseTagPrefix+gi.Name) {
+			t.Errorf("base %s %v left after %q", name, f, why)
+		}
+	}
+}
+
 func imageStatus(t testing.TB, name string) *thinlvmv1.GoldenImage {
 	t.Helper()
 	gi := &thinlvmv1.GoldenImage{}
@@ -351,15 +367,7 @@ func TestGoldenImageChecksumMismatch(t *testing.T) {
 	goldenClass(t, "golden-corrupt", gi.Name)
 	vmDisk(t, "disk-corrupt", "golden-corrupt", "1Gi")
 	defer cleanupDisks(t, "disk-corrupt")
-	waitFor(t, "the GoldenImage Degraded", 3*time.Minute, func() (bool, error) {
-		c := meta.FindStatusCondition(imageStatus(t, gi.Name).Status.Conditions, thinlvmv1.ConditionImageDegraded)
-		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "sha256 mismatch") && strings.Contains(c.Message, vmNode), nil
-	})
-	for name, f := range bases(t) {
-		if strings.Contains(f[1], thinlvmv1.BaseTagPrefix+gi.Name) {
-			t.Errorf("base %s %v left after a checksum mismatch", name, f)
-		}
-	}
+	degradedWithoutBase(t, gi, "sha256 mismatch")
 	c := &corev1.PersistentVolumeClaim{}
 	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "disk-corrupt"}, c); err != nil || c.Status.Phase != corev1.ClaimPending {
 		t.Errorf("claim %v (%v), want Pending", c.Status.Phase, err)
@@ -399,16 +407,7 @@ func TestGoldenImageBackingFileRefused(t *testing.T) {
 	goldenClass(t, "golden-evil", gi.Name)
 	vmDisk(t, "disk-evil", "golden-evil", "1Gi")
 	defer cleanupDisks(t, "disk-evil")
-	waitFor(t, "the GoldenImage Degraded", 3*time.Minute, func() (bool, error) {
-		c := meta.FindStatusCondition(imageStatus(t, gi.Name).Status.Conditions, thinlvmv1.ConditionImageDegraded)
-		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "image refused: qcow2 has a backing file") &&
-			strings.Contains(c.Message, vmNode), nil
-	})
-	for name, f := range bases(t) {
-		if strings.Contains(f[1], thinlvmv1.BaseTagPrefix+gi.Name) {
-			t.Errorf("base %s %v left after the refusal", name, f)
-		}
-	}
+	degradedWithoutBase(t, gi, "image refused: qcow2 has a backing file")
 	// No thinlvm LV holds the tenant's bytes.
 	all, err := vm.LVS(ctx, "vg0", "lv_attr,lv_tags,lv_size")
 	if err != nil {
