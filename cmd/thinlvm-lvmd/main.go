@@ -69,7 +69,9 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
 	runner := &lvm.ExecRunner{Path: o.lvmPath, OnRun: metrics.ObserveLVMCommand}
-	d := server.New(cfg, runner, metrics, server.Options{CommandTimeout: o.commandTimeout, RefreshInterval: o.refreshInterval}, logger)
+	// lvm2 makes its device nodes under $DM_DEV_DIR when that is set.
+	d := server.New(cfg, runner, metrics, server.Options{CommandTimeout: o.commandTimeout, RefreshInterval: o.refreshInterval,
+		DevDir: os.Getenv("DM_DEV_DIR")}, logger)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -28,17 +28,17 @@ import (
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	controllercsi "github.com/thinlvm/thinlvm/controller/csi"
 	"github.com/thinlvm/thinlvm/e2e/envtest"
+	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
-	"github.com/thinlvm/thinlvm/node/lvmd/fake"
 	"github.com/thinlvm/thinlvm/node/reconciler"
 )
 
 // The controller runs against a real API server; the node agents are the
-// real reconciler over fake lvmds, one per node.
+// real reconciler over lvmd on the simulated lvm, one per node.
 var (
 	k8s  client.Client
 	srv  *controllercsi.ControllerServer
-	lvmd = map[string]*fake.LVMD{}
+	lvmd = map[string]*lvmdtest.LVMD{}
 )
 
 func TestMain(m *testing.M) {
@@ -56,7 +56,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	for _, n := range []string{"n1", "n2", "n3"} {
-		lvmd[n] = &fake.LVMD{}
+		l, _, err := lvmdtest.Run(lvmdtest.Options{}) // it ends with the test process
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		lvmd[n] = l
 		r := &reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: lvmd[n], NodeName: n, RetryAfter: time.Hour}
 		if err := r.SetupWithManager(mgr); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -213,7 +218,7 @@ func TestSnapshotsClonesAndSourceNode(t *testing.T) {
 	if s := snap.GetSnapshot(); !s.GetReadyToUse() || s.GetSourceVolumeId() != v.GetVolumeId() || s.GetSizeBytes() != 1<<30 {
 		t.Errorf("snapshot %v", s)
 	}
-	if lv, ok := lvmd["n1"].LV("tl-snapshot-abc"); !ok || !lv.GetReadOnly() || lv.GetOrigin() != "pvc-src" {
+	if lv, ok := lvmd["n1"].LV(t, "tl-snapshot-abc"); !ok || !lv.GetReadOnly() || lv.GetOrigin() != "pvc-src" {
 		t.Errorf("snapshot LV %v", lv)
 	}
 	// What the objects are is in their spec, which the API server keeps.
@@ -295,7 +300,7 @@ func TestExpandDeleteCapacity(t *testing.T) {
 	if err != nil || resp.GetCapacityBytes() != 5<<30 || !resp.GetNodeExpansionRequired() {
 		t.Fatalf("expand: %v %v", resp, err)
 	}
-	if lv, _ := lvmd["n2"].LV("pvc-grow"); lv.GetSizeBytes() != 5<<30 {
+	if lv, _ := lvmd["n2"].LV(t, "pvc-grow"); lv.GetSizeBytes() != 5<<30 {
 		t.Errorf("LV is %d bytes", lv.GetSizeBytes())
 	}
 	if _, err := srv.ControllerExpandVolume(ctx, &csispec.ControllerExpandVolumeRequest{VolumeId: "missing", CapacityRange: &csispec.CapacityRange{RequiredBytes: 1}}); status.Code(err) != codes.NotFound {
@@ -304,7 +309,7 @@ func TestExpandDeleteCapacity(t *testing.T) {
 	if _, err := srv.DeleteVolume(ctx, &csispec.DeleteVolumeRequest{VolumeId: v.GetVolumeId()}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := lvmd["n2"].LV("pvc-grow"); ok {
+	if _, ok := lvmd["n2"].LV(t, "pvc-grow"); ok {
 		t.Error("LV still there after DeleteVolume")
 	}
 	if _, err := srv.DeleteVolume(ctx, &csispec.DeleteVolumeRequest{VolumeId: v.GetVolumeId()}); err != nil {
@@ -415,7 +420,7 @@ func TestGoldenImageVolumes(t *testing.T) {
 	if nodeOf(v) != "n2" || v.GetCapacityBytes() != 2<<30 {
 		t.Errorf("volume on %s with %d bytes, want on n2 (holds the base) with the image's 2Gi", nodeOf(v), v.GetCapacityBytes())
 	}
-	if lv, ok := lvmd["n2"].LV(v.GetVolumeId()); !ok || lv.GetOrigin() != base || lv.GetReadOnly() {
+	if lv, ok := lvmd["n2"].LV(t, v.GetVolumeId()); !ok || lv.GetOrigin() != base || lv.GetReadOnly() {
 		t.Errorf("LV %v, want a writable snapshot of %s", lv, base)
 	}
 	big, err := create("pvc-vm-2", 5<<30, 0, golden, nil)

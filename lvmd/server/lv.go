@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/thinlvm/thinlvm/api/lvmname"
 	"github.com/thinlvm/thinlvm/lvmd/config"
@@ -57,12 +58,17 @@ func lookup(r *lvm.Report, req request) (*lvm.LV, error) {
 	return lv, nil
 }
 
-func toProto(dc *config.DeviceClass, lv *lvm.LV) *pb.LogicalVolume {
+func (d *Daemon) toProto(dc *config.DeviceClass, lv *lvm.LV) *pb.LogicalVolume {
 	return &pb.LogicalVolume{
 		Name: lv.Name, DeviceClass: dc.Name, VolumeGroup: lv.VG, SizeBytes: lv.Size,
-		DevicePath: "/dev/" + lv.VG + "/" + lv.Name, Origin: lv.Origin,
+		DevicePath: d.devicePath(lv.VG, lv.Name), Origin: lv.Origin,
 		Tags: append([]string(nil), lv.Tags...), ReadOnly: lv.ReadOnly(), Active: lv.Active(), Uuid: lv.UUID,
 	}
+}
+
+// devicePath is where lvm makes an LV's device node.
+func (d *Daemon) devicePath(vg, name string) string {
+	return filepath.Join(d.opts.DevDir, vg, name)
 }
 
 // checkRoom refuses a new virtual size of need bytes when the pool is over
@@ -155,7 +161,7 @@ func (s *lvService) CreateLV(ctx context.Context, req *pb.CreateLVRequest) (*pb.
 				return nil, true, fmt.Errorf("%w: lv %s/%s exists with size %d and origin %q, requested size %d and no origin",
 					errConflict, existing.VG, existing.Name, existing.Size, existing.Origin, size)
 			}
-			return toProto(r.dc, existing), true, nil
+			return d.toProto(r.dc, existing), true, nil
 		}
 		if err := d.checkRoom(mctx, r.dc, size); err != nil {
 			return nil, true, err
@@ -166,9 +172,9 @@ func (s *lvService) CreateLV(ctx context.Context, req *pb.CreateLVRequest) (*pb.
 			return nil, false, err
 		}
 		lv := lvm.LV{Name: r.name, VG: r.dc.VolumeGroup, Size: size, Attr: "Vwi-a-tz--", Pool: r.dc.ThinPool, Tags: tags,
-			Path: "/dev/" + r.dc.VolumeGroup + "/" + r.name}
+			Path: d.devicePath(r.dc.VolumeGroup, r.name)}
 		d.store.amend(func(rep *lvm.Report) { rep.LVs = append(rep.LVs, lv) })
-		return toProto(r.dc, &lv), true, nil
+		return d.toProto(r.dc, &lv), true, nil
 	})
 	if err != nil {
 		return nil, err
@@ -222,7 +228,7 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 				}
 				existing = d.store.current().report.LV(r.dc.VolumeGroup, r.name)
 			}
-			return toProto(r.dc, existing), true, nil
+			return d.toProto(r.dc, existing), true, nil
 		}
 		if err := d.checkRoom(mctx, r.dc, size); err != nil {
 			return nil, true, err
@@ -238,7 +244,7 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 			attr = "Vri-a-tz--"
 		}
 		lv := lvm.LV{Name: r.name, VG: r.dc.VolumeGroup, Size: src.Size, Attr: attr, Origin: src.Name, Pool: r.dc.ThinPool,
-			Tags: tags, Path: "/dev/" + r.dc.VolumeGroup + "/" + r.name}
+			Tags: tags, Path: d.devicePath(r.dc.VolumeGroup, r.name)}
 		d.store.amend(func(rep *lvm.Report) { rep.LVs = append(rep.LVs, lv) })
 		if size > src.Size {
 			if err := d.extend(mctx, r.dc, r.name, size); err != nil {
@@ -251,7 +257,7 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 			}
 			lv.Size = size
 		}
-		return toProto(r.dc, &lv), true, nil
+		return d.toProto(r.dc, &lv), true, nil
 	})
 	if err != nil {
 		return nil, err
@@ -334,7 +340,7 @@ func (s *lvService) ResizeLV(ctx context.Context, req *pb.ResizeLVRequest) (*pb.
 		case size < lv.Size:
 			return fmt.Errorf("%w: lv %s/%s is %d bytes, requested %d: thin LVs only grow", errShrink, lv.VG, lv.Name, lv.Size, size)
 		case size == lv.Size:
-			resp.Volume = toProto(r.dc, lv)
+			resp.Volume = d.toProto(r.dc, lv)
 			return nil
 		}
 		if err := d.checkRoom(mctx, r.dc, size-lv.Size); err != nil {
@@ -343,7 +349,7 @@ func (s *lvService) ResizeLV(ctx context.Context, req *pb.ResizeLVRequest) (*pb.
 		if err := d.extend(mctx, r.dc, r.name, size); err != nil {
 			return err
 		}
-		resp.Volume = toProto(r.dc, d.store.current().report.LV(r.dc.VolumeGroup, r.name))
+		resp.Volume = d.toProto(r.dc, d.store.current().report.LV(r.dc.VolumeGroup, r.name))
 		return nil
 	})
 	if err != nil {
@@ -376,7 +382,7 @@ func (s *lvService) ChangeLV(ctx context.Context, req *pb.ChangeLVRequest) (*pb.
 			}
 			d.store.amend(func(rep *lvm.Report) { setAttr(rep.LV(r.dc.VolumeGroup, r.name), 4, req.GetActive(), 'a', '-') })
 		}
-		resp.Volume = toProto(r.dc, d.store.current().report.LV(r.dc.VolumeGroup, r.name))
+		resp.Volume = d.toProto(r.dc, d.store.current().report.LV(r.dc.VolumeGroup, r.name))
 		return nil
 	})
 	if err != nil {
@@ -426,7 +432,7 @@ func (s *lvService) GetLV(_ context.Context, req *pb.GetLVRequest) (*pb.GetLVRes
 	if lv == nil || err != nil {
 		return nil, fmt.Errorf("%w: lv %s/%s in device class %s", errNotFound, r.dc.VolumeGroup, r.name, r.dc.Name)
 	}
-	return &pb.GetLVResponse{Volume: toProto(r.dc, lv)}, nil
+	return &pb.GetLVResponse{Volume: d.toProto(r.dc, lv)}, nil
 }
 
 func (s *lvService) ListLVs(_ context.Context, req *pb.ListLVsRequest) (*pb.ListLVsResponse, error) {
@@ -456,7 +462,7 @@ func (s *lvService) ListLVs(_ context.Context, req *pb.ListLVsRequest) (*pb.List
 			if req.GetTag() != "" && !lv.HasTag(req.GetTag()) {
 				continue
 			}
-			resp.Volumes = append(resp.Volumes, toProto(dc, lv))
+			resp.Volumes = append(resp.Volumes, d.toProto(dc, lv))
 		}
 	}
 	return resp, nil

@@ -941,3 +941,24 @@ func TestChangeLV(t *testing.T) {
 		})
 	}
 }
+
+// Device paths follow lvm's device directory (DM_DEV_DIR) in every answer:
+// the create's and the report's.
+func TestDevicePathsUnderDevDir(t *testing.T) {
+	e := newEnv(t, testConfig(), testRunner(), envOptions{devDir: "/host/dev"})
+	ctx := t.Context()
+	created, err := e.lv.CreateLV(ctx, &pb.CreateLVRequest{Name: "pvc-1", SizeBytes: gib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.settle(t)
+	got, err := e.lv.GetLV(ctx, &pb.GetLVRequest{Name: "pvc-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, path := range map[string]string{"CreateLV": created.GetVolume().GetDevicePath(), "GetLV": got.GetVolume().GetDevicePath()} {
+		if path != "/host/dev/vg0/pvc-1" {
+			t.Errorf("%s: device path %q, want /host/dev/vg0/pvc-1", what, path)
+		}
+	}
+}

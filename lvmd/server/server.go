@@ -26,6 +26,9 @@ type Options struct {
 	// RefreshInterval refreshes the report when no mutation did, since thin
 	// pool data use changes as volumes are written.
 	RefreshInterval time.Duration
+	// DevDir is where lvm makes the LVs' device nodes: /dev, unless lvm
+	// runs with DM_DEV_DIR set. Device paths are DevDir/<vg>/<lv>.
+	DevDir string
 }
 
 // Daemon is lvmd: the device classes, the cached report and the services.
@@ -46,6 +49,9 @@ type Daemon struct {
 func New(cfg *config.Config, runner lvm.Runner, metrics *Metrics, opts Options, log logr.Logger) *Daemon {
 	if opts.CommandTimeout == 0 {
 		opts.CommandTimeout = 2 * time.Minute
+	}
+	if opts.DevDir == "" {
+		opts.DevDir = "/dev"
 	}
 	var vgs []string
 	seen := map[string]bool{}

@@ -67,6 +67,8 @@ type envOptions struct {
 	debounce, maxStale, interval time.Duration
 	// commandTimeout is Options.CommandTimeout; 0 for the default.
 	commandTimeout time.Duration
+	// devDir is Options.DevDir; "" for /dev.
+	devDir string
 }
 
 // newEnv starts a Daemon for cfg over f and connects to it. The store
@@ -77,7 +79,7 @@ func newEnv(t *testing.T, cfg *config.Config, f *fake.Runner, o envOptions) *env
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("test config: %v", err)
 	}
-	d := New(cfg, f, NewMetrics(prometheus.NewRegistry()), Options{CommandTimeout: o.commandTimeout}, logr.Discard())
+	d := New(cfg, f, NewMetrics(prometheus.NewRegistry()), Options{CommandTimeout: o.commandTimeout, DevDir: o.devDir}, logr.Discard())
 	d.store.debounce, d.store.maxStale, d.store.interval = 5*time.Millisecond, 200*time.Millisecond, time.Hour
 	if o.debounce > 0 {
 		d.store.debounce = o.debounce

@@ -12,16 +12,16 @@ import (
 	testingexec "k8s.io/utils/exec/testing"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
-	"github.com/thinlvm/thinlvm/node/lvmd/fake"
 )
 
 // Publishing for real (mkfs, mount, resize) is tested on real devices in the
 // VM (e2e/lvmvm/csi_test.go); these tests cover what needs no device.
 
-func newServer(t *testing.T) (*NodeServer, *fake.LVMD) {
+func newServer(t *testing.T) (*NodeServer, *lvmdtest.LVMD) {
 	t.Helper()
-	f := &fake.LVMD{}
+	f := lvmdtest.Start(t, lvmdtest.Options{})
 	if _, err := f.CreateLV(context.Background(), &pb.CreateLVRequest{Name: "vol", SizeBytes: 1 << 30}); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestInfoAndIdentity(t *testing.T) {
 	if err != nil || !p.GetReady().GetValue() {
 		t.Errorf("Probe with lvmd up: %v %v", p, err)
 	}
-	f.SetFail("GetCapacity", fake.Errorf(codes.Unavailable, "lvmd down"))
+	f.SetFail("GetCapacity", status.Error(codes.Unavailable, "lvmd down"))
 	if p, err := id.Probe(context.Background(), &csi.ProbeRequest{}); err != nil || p.GetReady().GetValue() {
 		t.Errorf("Probe with lvmd down: %v %v, want not ready", p, err)
 	}

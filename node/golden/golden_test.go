@@ -28,19 +28,19 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/envtest"
+	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/golden"
-	"github.com/thinlvm/thinlvm/node/lvmd/fake"
 	"github.com/thinlvm/thinlvm/node/reconciler"
 )
 
 const node = "gn1"
 
-// The reconcilers run against a real API server over a fake lvmd whose LVs
-// are files, so the population really writes.
+// The reconcilers run against a real API server over lvmd on the simulated
+// lvm, whose LVs are files, so the population really writes.
 var (
 	k8s      client.Client
-	lvmd     *fake.LVMD
+	lvmd     *lvmdtest.LVMD
 	image    = bytes.Repeat([]byte("golden!\n"), 64<<10) // 512 KiB
 	requests atomic.Int32
 	imageURL string
@@ -71,7 +71,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	lvmd = &fake.LVMD{DeviceDir: dir}
+	var stopLVMD func()
+	if lvmd, stopLVMD, err = lvmdtest.Run(lvmdtest.Options{DevDir: dir}); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		return 1
+	}
+	defer stopLVMD()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		time.Sleep(300 * time.Millisecond) // long enough for concurrent volumes to pile up
@@ -178,7 +183,7 @@ func TestConcurrentVolumesShareOnePopulation(t *testing.T) {
 		eventually(t, name+" Ready", func() bool {
 			return meta.IsStatusConditionTrue(volume(t, name).Status.Conditions, thinlvmv1.ConditionReady)
 		})
-		lv, ok := lvmd.LV(name)
+		lv, ok := lvmd.LV(t, name)
 		if !ok || lv.GetOrigin() != base || lv.GetReadOnly() || lv.GetSizeBytes() != 4<<20 {
 			t.Errorf("%s: LV %v, want a writable 4Mi snapshot of %s", name, lv, base)
 			continue
@@ -191,7 +196,7 @@ func TestConcurrentVolumesShareOnePopulation(t *testing.T) {
 	if got := requests.Load() - before; got != 1 {
 		t.Errorf("%d downloads, want 1", got)
 	}
-	b, ok := lvmd.LV(base)
+	b, ok := lvmd.LV(t, base)
 	if !ok || !b.GetReadOnly() || b.GetActive() || !contains(b.GetTags(), thinlvmv1.BaseTagPrefix+"ubuntu") {
 		t.Errorf("base %v, want read-only, inactive, tagged", b)
 	}
@@ -217,11 +222,11 @@ func TestConcurrentVolumesShareOnePopulation(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the base removed", func() bool {
-		_, ok := lvmd.LV(base)
+		_, ok := lvmd.LV(t, base)
 		_, reported := baseState("ubuntu")
 		return !ok && !reported
 	})
-	if lv, ok := lvmd.LV("vm-disk-0"); !ok {
+	if lv, ok := lvmd.LV(t, "vm-disk-0"); !ok {
 		t.Error("a volume went with the base")
 	} else if data, _ := os.ReadFile(lv.GetDevicePath()); !bytes.Equal(data[:len(image)], image) {
 		t.Error("a volume lost its data with the base")
@@ -246,14 +251,14 @@ func TestChecksumMismatchLeavesNoBase(t *testing.T) {
 		st, ok := baseState("corrupt")
 		return ok && st.State == thinlvmv1.GoldenBaseFailed && strings.Contains(st.Message, "sha256 mismatch")
 	})
-	if _, ok := lvmd.LV(thinlvmv1.BaseLVName(gi)); ok {
+	if _, ok := lvmd.LV(t, thinlvmv1.BaseLVName(gi)); ok {
 		t.Error("a half-written base is left")
 	}
 	eventually(t, "the volume Failed with BaseFailed", func() bool {
 		c := meta.FindStatusCondition(volume(t, "corrupt-disk").Status.Conditions, thinlvmv1.ConditionFailed)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == thinlvmv1.ReasonBaseFailed && strings.Contains(c.Message, "sha256 mismatch")
 	})
-	if _, ok := lvmd.LV("corrupt-disk"); ok {
+	if _, ok := lvmd.LV(t, "corrupt-disk"); ok {
 		t.Error("the volume has an LV")
 	}
 }
@@ -266,10 +271,10 @@ func TestPrewarm(t *testing.T) {
 		st, ok := baseState("prewarmed")
 		return ok && st.State == thinlvmv1.GoldenBaseReady
 	})
-	if _, ok := lvmd.LV(thinlvmv1.BaseLVName(gi)); !ok {
+	if _, ok := lvmd.LV(t, thinlvmv1.BaseLVName(gi)); !ok {
 		t.Error("no base LV")
 	}
-	if _, ok := lvmd.LV(thinlvmv1.BaseLVName(other)); ok {
+	if _, ok := lvmd.LV(t, thinlvmv1.BaseLVName(other)); ok {
 		t.Error("a base for a selector that does not match the node")
 	}
 }
@@ -311,7 +316,7 @@ func TestHalfWrittenBaseIsRemade(t *testing.T) {
 
 func mustLV(t *testing.T, name string) *pb.LogicalVolume {
 	t.Helper()
-	lv, ok := lvmd.LV(name)
+	lv, ok := lvmd.LV(t, name)
 	if !ok {
 		t.Fatalf("no LV %s", name)
 	}

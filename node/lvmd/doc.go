@@ -1,4 +1,4 @@
 // Package lvmd is the node agent's client of lvmd: the interface the agent's
-// parts use, and Dial. It is the one seam where unit tests put a fake lvmd
-// (package fake); it holds no logic of its own.
+// parts use, and Dial. It holds no logic of its own: unit tests put the real
+// lvmd behind the interface, in memory on the simulated lvm (lvmd/lvmdtest).
 package lvmd

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,8 +18,9 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/envtest"
-	pb "github.com/thinlvm/thinlvm/lvmd/proto"
-	"github.com/thinlvm/thinlvm/node/lvmd/fake"
+	"github.com/thinlvm/thinlvm/lvmd/config"
+	"github.com/thinlvm/thinlvm/lvmd/lvm/fake"
+	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	"github.com/thinlvm/thinlvm/node/lvmnode"
 )
 
@@ -35,10 +38,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func capacity(avail uint64, data float64) *pb.DeviceClassCapacity {
-	return &pb.DeviceClassCapacity{DeviceClass: "ssd", VolumeGroup: "vg0", ThinPool: "pool0", Default: true,
-		VgSizeBytes: 16 << 30, VgFreeBytes: 8 << 30, ThinPoolSizeBytes: 8 << 30, DataPercent: data, MetadataPercent: 10.5,
-		DataUsedBytes: uint64(data / 100 * (8 << 30)), VirtualBytes: 4 << 30, OverprovisionRatio: 4, AvailableBytes: avail, LvCount: 3}
+const gib = uint64(1) << 30
+
+// startLVMD runs lvmd over a 16 GiB VG with 8 GiB free and an 8 GiB pool,
+// 12.5% of its data and 10.5% of its metadata used, holding three thin LVs
+// of 4 GiB in all, overprovisioned up to 4 times: 28 GiB available.
+func startLVMD(t *testing.T) *lvmdtest.LVMD {
+	cfg := &config.Config{DeviceClasses: []config.DeviceClass{{Name: "ssd", VolumeGroup: "vg0", ThinPool: "pool0", Default: true, OverprovisionRatio: 4}}}
+	cfg.Default()
+	r := &fake.Runner{
+		VGs:   []fake.VG{{Name: "vg0", Size: 16 * gib, Free: 8 * gib}},
+		Pools: []fake.Pool{{VG: "vg0", Name: "pool0", Size: 8 * gib, DataPercent: 12.5, MetadataPercent: 10.5}},
+	}
+	for i, size := range []uint64{1, 1, 2} {
+		r.AddLV(fake.LV{VG: "vg0", Pool: "pool0", Name: fmt.Sprintf("lv%d", i), Size: size * gib, Tags: []string{"thinlvm"}})
+	}
+	return lvmdtest.Start(t, lvmdtest.Options{Config: cfg, Runner: r})
 }
 
 func lvmNode(t *testing.T, name string) *thinlvmv1.LVMNode {
@@ -68,8 +83,7 @@ func TestPublisher(t *testing.T) {
 	if err := k8sClient.Create(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	f := &fake.LVMD{}
-	f.SetCapacity(capacity(20<<30, 12.5))
+	f := startLVMD(t)
 	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "pub-node", Interval: 300 * time.Millisecond, Retry: 100 * time.Millisecond}
 	go func() { _ = p.Start(ctx) }()
 
@@ -79,7 +93,7 @@ func TestPublisher(t *testing.T) {
 		Name: "ssd", VolumeGroup: "vg0", ThinPool: "pool0", Default: true,
 		VGSize: resource.MustParse("16Gi"), VGFree: resource.MustParse("8Gi"), PoolSize: resource.MustParse("8Gi"),
 		DataUsed: resource.MustParse("1Gi"), DataPercent: "12.50", MetadataPercent: "10.50", Virtual: resource.MustParse("4Gi"),
-		OverprovisionRatio: "4", Available: resource.MustParse("20Gi"), LVCount: 3,
+		OverprovisionRatio: "4", Available: resource.MustParse("28Gi"), LVCount: 3,
 	}}
 	if d := cmp.Diff(want, ln.Status.DeviceClasses, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); d != "" {
 		t.Errorf("status (-want +got):\n%s", d)
@@ -88,17 +102,17 @@ func TestPublisher(t *testing.T) {
 		t.Errorf("owner references %+v, want the Node", ln.OwnerReferences)
 	}
 
-	// The same report again writes nothing.
+	// The same report again writes nothing: lvmd re-reads lvm every 20ms.
 	writes := p.Writes()
-	f.SetCapacity(capacity(20<<30, 12.5))
 	time.Sleep(time.Second)
 	if p.Writes() != writes {
 		t.Errorf("an unchanged report was written (%d writes, was %d)", p.Writes(), writes)
 	}
 
-	// A burst of changes is written rate-limited, ending at the newest.
+	// A burst of changes is written rate-limited, ending at the newest: a
+	// pool filling to its high-water mark, where nothing is available.
 	for i := range 20 {
-		f.SetCapacity(capacity(uint64(19-i)<<30, 13))
+		f.LVM.SetPoolUsage("vg0", "pool0", 13+float64(i)*4.6, 10.5)
 		time.Sleep(20 * time.Millisecond)
 	}
 	eventually(t, "the newest report", func() bool {
@@ -110,13 +124,16 @@ func TestPublisher(t *testing.T) {
 	}
 
 	// A broken watch reconnects.
-	f.SetFail("Watch.Recv", fake.Errorf(14, "lvmd restarting"))
+	f.SetFail("Watch", status.Error(codes.Unavailable, "lvmd restarting"))
 	time.Sleep(200 * time.Millisecond)
-	f.SetFail("Watch.Recv", nil)
-	f.SetCapacity(capacity(5<<30, 14))
+	f.SetFail("Watch", nil)
+	f.LVM.SetPoolUsage("vg0", "pool0", 25, 10.5) // (8Gi - 2Gi used) * 4
 	eventually(t, "the report after a reconnect", func() bool {
-		return lvmNode(t, "pub-node").Status.DeviceClasses[0].Available.Cmp(resource.MustParse("5Gi")) == 0
+		return lvmNode(t, "pub-node").Status.DeviceClasses[0].Available.Cmp(resource.MustParse("24Gi")) == 0
 	})
+	if n := f.Count("Watch"); n < 2 {
+		t.Errorf("Watch called %d times: the broken watch was not reopened", n)
+	}
 }
 
 // Without its Node the LVMNode is not made (it would never be collected);
@@ -124,8 +141,7 @@ func TestPublisher(t *testing.T) {
 func TestPublisherWaitsForNode(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f := &fake.LVMD{}
-	f.SetCapacity(capacity(1<<30, 1))
+	f := lvmdtest.Start(t, lvmdtest.Options{})
 	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "late-node", Interval: 100 * time.Millisecond, Retry: 100 * time.Millisecond}
 	go func() { _ = p.Start(ctx) }()
 	time.Sleep(500 * time.Millisecond)

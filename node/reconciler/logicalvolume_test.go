@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -21,8 +20,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
-	"github.com/thinlvm/thinlvm/node/lvmd/fake"
 	"github.com/thinlvm/thinlvm/node/reconciler"
 )
 
@@ -30,13 +29,13 @@ var nodeSeq atomic.Int32
 
 // startAgent runs the reconciler for a fresh node name with f as lvmd,
 // until the test ends; stop ends it earlier.
-func startAgent(t *testing.T, f *fake.LVMD) (node string, stop func()) {
+func startAgent(t *testing.T, f *lvmdtest.LVMD) (node string, stop func()) {
 	t.Helper()
 	node = fmt.Sprintf("node-%d", nodeSeq.Add(1))
 	return node, startAgentOn(t, node, f)
 }
 
-func startAgentOn(t *testing.T, node string, f *fake.LVMD) (stop func()) {
+func startAgentOn(t *testing.T, node string, f *lvmdtest.LVMD) (stop func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme.Scheme,
@@ -113,7 +112,7 @@ func gone(t *testing.T, name string) {
 
 func TestCreateResizeDelete(t *testing.T) {
 	ctx := context.Background()
-	f := &fake.LVMD{}
+	f := lvmdtest.Start(t, lvmdtest.Options{})
 	node, _ := startAgent(t, f)
 	if err := k8sClient.Create(ctx, newLV("pvc-crd", node, "1Gi")); err != nil {
 		t.Fatal(err)
@@ -125,7 +124,7 @@ func TestCreateResizeDelete(t *testing.T) {
 	if c := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionFailed); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Failed condition %+v", c)
 	}
-	got, ok := f.LV("pvc-crd")
+	got, ok := f.LV(t, "pvc-crd")
 	if !ok || got.GetSizeBytes() != 1<<30 || got.GetTags()[1] != "lv:pvc-crd" {
 		t.Fatalf("lvmd has %v", got)
 	}
@@ -138,7 +137,7 @@ func TestCreateResizeDelete(t *testing.T) {
 	if lv.Status.CurrentSize.Cmp(resource.MustParse("3Gi")) != 0 {
 		t.Errorf("current size %v after growing the spec", lv.Status.CurrentSize)
 	}
-	if got, _ := f.LV("pvc-crd"); got.GetSizeBytes() != 3<<30 {
+	if got, _ := f.LV(t, "pvc-crd"); got.GetSizeBytes() != 3<<30 {
 		t.Errorf("lvmd LV is %d bytes", got.GetSizeBytes())
 	}
 
@@ -146,14 +145,14 @@ func TestCreateResizeDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone(t, "pvc-crd")
-	if _, ok := f.LV("pvc-crd"); ok {
+	if _, ok := f.LV(t, "pvc-crd"); ok {
 		t.Error("LV left behind after delete")
 	}
 }
 
 func TestOtherNodesAreIgnored(t *testing.T) {
 	ctx := context.Background()
-	f := &fake.LVMD{}
+	f := lvmdtest.Start(t, lvmdtest.Options{})
 	startAgent(t, f)
 	if err := k8sClient.Create(ctx, newLV("pvc-elsewhere", "some-other-node", "1Gi")); err != nil {
 		t.Fatal(err)
@@ -241,7 +240,8 @@ func TestValidationByTheAPIServer(t *testing.T) {
 // the finalizer went on first.
 func TestDeleteMidCreateLeavesNoLV(t *testing.T) {
 	ctx := context.Background()
-	f := &fake.LVMD{Gate: make(chan struct{})}
+	f := lvmdtest.Start(t, lvmdtest.Options{})
+	release := f.Hold()
 	node, _ := startAgent(t, f)
 	if err := k8sClient.Create(ctx, newLV("pvc-mid", node, "1Gi")); err != nil {
 		t.Fatal(err)
@@ -253,17 +253,17 @@ func TestDeleteMidCreateLeavesNoLV(t *testing.T) {
 	if err := k8sClient.Delete(ctx, get(t, "pvc-mid")); err != nil {
 		t.Fatal(err)
 	}
-	close(f.Gate) // the create finishes after the delete
+	release() // the create finishes after the delete
 	gone(t, "pvc-mid")
-	if names := f.LVNames(); len(names) != 0 {
+	if names := f.LVNames(t); len(names) != 0 {
 		t.Errorf("orphan LVs: %v", names)
 	}
 }
 
 func TestFailureConditionAndRetry(t *testing.T) {
 	ctx := context.Background()
-	f := &fake.LVMD{}
-	f.SetFail("CreateLV", fake.Errorf(codes.ResourceExhausted, "thin pool vg/pool is over its high-water mark: data 93.00%%, metadata 12.00%%"))
+	f := lvmdtest.Start(t, lvmdtest.Options{})
+	f.SetPoolUsage(t, "vg0", "pool0", 93, 12) // over the high-water mark: lvmd refuses new volumes
 	node, _ := startAgent(t, f)
 	if err := k8sClient.Create(ctx, newLV("pvc-full", node, "1Gi")); err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func TestFailureConditionAndRetry(t *testing.T) {
 	if failed.Reason != thinlvmv1.ReasonNoSpace || failed.Message == "" || ready.Status != metav1.ConditionFalse {
 		t.Errorf("conditions %+v", lv.Status.Conditions)
 	}
-	f.SetFail("CreateLV", nil) // space freed: the retry succeeds
+	f.SetPoolUsage(t, "vg0", "pool0", 40, 12) // space freed: the retry succeeds
 	readyLV(t, "pvc-full")
 	if err := k8sClient.Delete(ctx, lv); err != nil {
 		t.Fatal(err)
@@ -288,7 +288,7 @@ func TestFailureConditionAndRetry(t *testing.T) {
 
 func TestSnapshotSourceAndRestart(t *testing.T) {
 	ctx := context.Background()
-	f := &fake.LVMD{}
+	f := lvmdtest.Start(t, lvmdtest.Options{})
 	node, stop := startAgent(t, f)
 	if err := k8sClient.Create(ctx, newLV("pvc-origin", node, "1Gi")); err != nil {
 		t.Fatal(err)
@@ -311,8 +311,8 @@ func TestSnapshotSourceAndRestart(t *testing.T) {
 	if s.Status.VolumeID != "tl-snapshot-1234" {
 		t.Errorf("snapshot volumeID %q", s.Status.VolumeID)
 	}
-	sl, _ := f.LV("tl-snapshot-1234")
-	cl, _ := f.LV("pvc-clone")
+	sl, _ := f.LV(t, "tl-snapshot-1234")
+	cl, _ := f.LV(t, "pvc-clone")
 	if sl.GetOrigin() != "pvc-origin" || !sl.GetReadOnly() || cl.GetOrigin() != "tl-snapshot-1234" || cl.GetSizeBytes() != 5<<30 || c.Status.CurrentSize.Value() != 5<<30 {
 		t.Errorf("snapshot %v, clone %v", sl, cl)
 	}
@@ -351,7 +351,7 @@ func TestSnapshotSourceAndRestart(t *testing.T) {
 	for _, name := range []string{"pvc-far", "pvc-clone", "snapshot-1234", "pvc-origin"} {
 		gone(t, name)
 	}
-	if names := f.LVNames(); len(names) != 0 {
+	if names := f.LVNames(t); len(names) != 0 {
 		t.Errorf("LVs left: %v", names)
 	}
 }
@@ -360,7 +360,7 @@ func TestSnapshotSourceAndRestart(t *testing.T) {
 // deleting it must not leave it Terminating for good.
 func TestUnknownDeviceClassIsDeleted(t *testing.T) {
 	ctx := context.Background()
-	f := &fake.LVMD{}
+	f := lvmdtest.Start(t, lvmdtest.Options{})
 	node, _ := startAgent(t, f)
 	lv := newLV("pvc-made-up-class", node, "1Gi")
 	lv.Spec.DeviceClass = "made-up"
@@ -383,7 +383,7 @@ func TestUnknownDeviceClassIsDeleted(t *testing.T) {
 // clone itself.
 func TestForgedSourceVolumeIDIsIgnored(t *testing.T) {
 	ctx := context.Background()
-	f := &fake.LVMD{}
+	f := lvmdtest.Start(t, lvmdtest.Options{})
 	node := fmt.Sprintf("node-%d", nodeSeq.Add(1))
 	for _, name := range []string{"pvc-honest-src", "pvc-victim"} {
 		if _, err := f.CreateLV(ctx, &pb.CreateLVRequest{Name: name, SizeBytes: 1 << 30, Tags: []string{reconciler.OwnerTagPrefix + name}}); err != nil {
@@ -408,7 +408,7 @@ func TestForgedSourceVolumeIDIsIgnored(t *testing.T) {
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "pvc-forged-clone"}}); err != nil {
 		t.Fatal(err)
 	}
-	lv, ok := f.LV("pvc-forged-clone")
+	lv, ok := f.LV(t, "pvc-forged-clone")
 	if !ok || lv.GetOrigin() != "pvc-honest-src" {
 		t.Errorf("the clone %v was made from %q, want pvc-honest-src", ok, lv.GetOrigin())
 	}
@@ -428,7 +428,7 @@ func TestForgedSourceVolumeIDIsIgnored(t *testing.T) {
 // the second fails with Conflict, and deleting it leaves the first's LV.
 func TestTwoObjectsNeverShareAnLV(t *testing.T) {
 	ctx := context.Background()
-	f := &fake.LVMD{}
+	f := lvmdtest.Start(t, lvmdtest.Options{})
 	node, _ := startAgent(t, f)
 	if thinlvmv1.LVNameOf("snapshot-x") != thinlvmv1.LVNameOf("tl-snapshot-x") {
 		t.Fatal("the names no longer collide: pick two that do")
@@ -448,14 +448,14 @@ func TestTwoObjectsNeverShareAnLV(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone(t, "tl-snapshot-x")
-	if _, ok := f.LV("tl-snapshot-x"); !ok {
+	if _, ok := f.LV(t, "tl-snapshot-x"); !ok {
 		t.Fatal("deleting the second object removed the first one's LV")
 	}
 	if err := k8sClient.Delete(ctx, get(t, "snapshot-x")); err != nil {
 		t.Fatal(err)
 	}
 	gone(t, "snapshot-x")
-	if _, ok := f.LV("tl-snapshot-x"); ok {
+	if _, ok := f.LV(t, "tl-snapshot-x"); ok {
 		t.Error("the first object's LV outlived it")
 	}
 }

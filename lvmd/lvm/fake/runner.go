@@ -3,7 +3,10 @@ package fake
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -80,6 +83,10 @@ type Runner struct {
 	VGs   []VG
 	Pools []Pool
 	LVs   []LV
+	// DevDir, when set, backs every thin LV by a sparse file of its size,
+	// DevDir/<vg>/<lv> (its device path), which a thin snapshot copies and
+	// lvremove removes: code that writes to devices runs in unit tests.
+	DevDir string
 	// Failures fail the next matching commands, first first.
 	Failures []Failure
 	// OnRun, when set, is called with every started command's context and
@@ -535,6 +542,9 @@ func (r *Runner) lvcreate(c *command) (string, error) {
 	default:
 		return "", c.unsupported("lvcreate without exactly one of --thin and --snapshot")
 	}
+	if err := r.backDevice(c, &lv); err != nil {
+		return "", err
+	}
 	lv.UUID = r.uuid()
 	r.LVs = append(r.LVs, lv)
 	return fmt.Sprintf("  Logical volume \"%s\" created.\n", name), nil
@@ -582,6 +592,11 @@ func (r *Runner) lvextend(c *command) (string, error) {
 	}
 	if p != nil {
 		return r.growPool(c, vg, p, size-p.Size)
+	}
+	if r.DevDir != "" {
+		if err := os.Truncate(r.devicePath(vgName, name), int64(size)); err != nil {
+			return "", c.fail("device of %s/%s: %v", vgName, name, err)
+		}
 	}
 	*cur = size
 	return fmt.Sprintf("  Size of logical volume %s/%s changed from %d extents to %d extents.\n  Logical volume %s/%s successfully resized.\n",
@@ -698,6 +713,11 @@ func (r *Runner) lvremove(c *command) (string, error) {
 	if i < 0 {
 		return "", c.fail("Failed to find logical volume \"%s/%s\"", vgName, name)
 	}
+	if r.DevDir != "" {
+		if err := os.Remove(r.devicePath(vgName, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", c.fail("device of %s/%s: %v", vgName, name, err)
+		}
+	}
 	r.LVs = slices.Delete(r.LVs, i, i+1)
 	for j := range r.LVs {
 		if r.LVs[j].VG == vgName && r.LVs[j].Origin == name {
@@ -705,6 +725,43 @@ func (r *Runner) lvremove(c *command) (string, error) {
 		}
 	}
 	return fmt.Sprintf("  Logical volume \"%s\" successfully removed.\n", name), nil
+}
+
+// devicePath is where an LV's device node is.
+func devicePath(devDir, vg, name string) string {
+	if devDir == "" {
+		devDir = "/dev"
+	}
+	return filepath.Join(devDir, vg, name)
+}
+
+func (r *Runner) devicePath(vg, name string) string { return devicePath(r.DevDir, vg, name) }
+
+// backDevice makes a new LV's backing file when DevDir is set: a copy of
+// its origin's, or empty, of the LV's size.
+func (r *Runner) backDevice(c *command, lv *LV) error {
+	if r.DevDir == "" {
+		return nil
+	}
+	var data []byte
+	if lv.Origin != "" {
+		var err error
+		if data, err = os.ReadFile(r.devicePath(lv.VG, lv.Origin)); err != nil {
+			return c.fail("device of origin %s/%s: %v", lv.VG, lv.Origin, err)
+		}
+	}
+	path := r.devicePath(lv.VG, lv.Name)
+	err := os.MkdirAll(filepath.Dir(path), 0o700)
+	if err == nil {
+		err = os.WriteFile(path, data, 0o600)
+	}
+	if err == nil {
+		err = os.Truncate(path, int64(lv.Size))
+	}
+	if err != nil {
+		return c.fail("device of %s/%s: %v", lv.VG, lv.Name, err)
+	}
+	return nil
 }
 
 // fullReport answers `lvm fullreport` with the sub-reports and fields its
@@ -839,7 +896,7 @@ func (r *Runner) vgReport(c *command, vg *VG, fields map[string][]string) (strin
 			if lv.UUID == "" {
 				lv.UUID = r.uuid()
 			}
-			lvs = append(lvs, named{lv.Name, lvRow(lv)})
+			lvs = append(lvs, named{lv.Name, lvRow(lv, r.DevDir)})
 		}
 	}
 	sort.Slice(lvs, func(i, j int) bool { return lvs[i].name < lvs[j].name })
@@ -918,7 +975,7 @@ func poolRow(p *Pool) row {
 	}
 }
 
-func lvRow(lv *LV) row {
+func lvRow(lv *LV, devDir string) row {
 	return func(f string) (string, bool) {
 		switch f {
 		case "lv_uuid":
@@ -928,7 +985,7 @@ func lvRow(lv *LV) row {
 		case "lv_full_name":
 			return lv.VG + "/" + lv.Name, true
 		case "lv_path":
-			return "/dev/" + lv.VG + "/" + lv.Name, true
+			return devicePath(devDir, lv.VG, lv.Name), true
 		case "lv_size":
 			return strconv.FormatUint(lv.Size, 10), true
 		case "lv_attr":

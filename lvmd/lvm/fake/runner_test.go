@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -614,5 +616,43 @@ func TestConcurrent(t *testing.T) {
 	}
 	if got, want := f.Count("lvcreate")+f.Count("fullreport")+f.Count("lvextend"), 24; got != want {
 		t.Errorf("%d commands counted, want %d", got, want)
+	}
+}
+
+// With DevDir, LVs are files: a snapshot starts as a copy of its origin,
+// grows with it, and goes with lvremove; the report names the file.
+func TestDevDir(t *testing.T) {
+	dir := t.TempDir()
+	f := newRunner()
+	f.LVs = nil
+	f.DevDir = dir
+	c := &lvm.Client{Runner: f}
+	ctx := t.Context()
+	if err := c.CreateThin(ctx, lvm.ThinSpec{VG: "vg0", Pool: "pool", Name: "src", Size: 4 * mib}); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "vg0", "src")
+	if err := os.WriteFile(src, []byte("data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateThinSnapshot(ctx, lvm.SnapshotSpec{VG: "vg0", Source: "src", Name: "snap", Activate: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Extend(ctx, "vg0", "snap", 8*mib); err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(dir, "vg0", "snap")
+	data, err := os.ReadFile(snap)
+	if err != nil || len(data) != int(8*mib) || string(data[:4]) != "data" {
+		t.Errorf("snapshot device holds %d bytes starting %q (%v), want 8 MiB starting \"data\"", len(data), data[:min(4, len(data))], err)
+	}
+	if lv := report(t, c, "vg0").LV("vg0", "snap"); lv == nil || lv.Path != snap {
+		t.Errorf("report: %+v, want path %s", lv, snap)
+	}
+	if err := c.Remove(ctx, "vg0", "snap"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(snap); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("removed LV's device: %v, want it gone", err)
 	}
 }
