@@ -98,7 +98,9 @@ func run(m *testing.M) int {
 	if err != nil {
 		return fail(err)
 	}
-	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: lvmd, NodeName: node, RetryAfter: time.Second}).SetupWithManager(mgr); err != nil {
+	// Retries an hour apart: only the LVMNode's report of a base wakes the
+	// volumes waiting for it.
+	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: lvmd, NodeName: node, RetryAfter: time.Hour}).SetupWithManager(mgr); err != nil {
 		return fail(err)
 	}
 	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: lvmd, NodeName: node,

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,8 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
@@ -48,16 +51,41 @@ type LogicalVolumeReconciler struct {
 // +kubebuilder:rbac:groups=thinlvm.io,resources=goldenimages,verbs=get;list;watch
 // +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes,verbs=get;list;watch
 
-// SetupWithManager registers the reconciler for this node's LogicalVolumes.
+// SetupWithManager registers the reconciler for this node's LogicalVolumes,
+// and wakes those waiting for a golden base when this node's LVMNode
+// reports its bases changed.
 func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	onNode := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		lv, ok := o.(*thinlvmv1.LogicalVolume)
 		return ok && lv.Spec.NodeName == r.NodeName
 	})
+	thisNode := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.NodeName })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("logicalvolume").
 		For(&thinlvmv1.LogicalVolume{}, builder.WithPredicates(onNode)).
+		Watches(&thinlvmv1.LVMNode{}, handler.EnqueueRequestsFromMapFunc(r.waitingForBase), builder.WithPredicates(thisNode)).
 		Complete(r)
+}
+
+// waitingForBase lists this node's LogicalVolumes that wait for a golden
+// base, for a change of the node's LVMNode: its bases are reported there.
+func (r *LogicalVolumeReconciler) waitingForBase(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &thinlvmv1.LogicalVolumeList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		log.FromContext(ctx).Error(err, "list LogicalVolumes waiting for a golden base")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		lv := &list.Items[i]
+		if lv.Spec.NodeName != r.NodeName || lv.Spec.Source == nil || lv.Spec.Source.Kind != thinlvmv1.SourceGoldenImage {
+			continue
+		}
+		if c := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionReady); c == nil || c.Reason == thinlvmv1.ReasonWaitingForBase {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: lv.Name}})
+		}
+	}
+	return reqs
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -86,7 +114,9 @@ func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	vol, err := r.ensure(ctx, lv)
 	var wait *waitingForBase
 	if errors.As(err, &wait) {
-		return ctrl.Result{RequeueAfter: time.Second}, r.setWaiting(ctx, lv, wait.Error())
+		// The LVMNode's next report of its bases wakes it (waitingForBase);
+		// the requeue is a safety net only.
+		return ctrl.Result{RequeueAfter: r.retryAfter()}, r.setWaiting(ctx, lv, wait.Error())
 	}
 	if err != nil {
 		reason := reasonOf(err)
@@ -299,7 +329,7 @@ func ownedBy(vol *pb.LogicalVolume, lv *thinlvmv1.LogicalVolume) bool {
 // setStatus writes the outcome of a reconcile: vol on success, err on
 // failure (vol nil).
 func (r *LogicalVolumeReconciler) setStatus(ctx context.Context, lv *thinlvmv1.LogicalVolume, vol *pb.LogicalVolume, err error) error {
-	patch := client.MergeFrom(lv.DeepCopy())
+	old := lv.DeepCopy()
 	st := &lv.Status
 	st.ObservedGeneration = lv.Generation
 	if err == nil {
@@ -322,23 +352,29 @@ func (r *LogicalVolumeReconciler) setStatus(ctx context.Context, lv *thinlvmv1.L
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionFailed, Status: metav1.ConditionTrue,
 			Reason: reason, Message: msg, ObservedGeneration: lv.Generation})
 	}
-	if err := r.Client.Status().Patch(ctx, lv, patch); err != nil {
-		return fmt.Errorf("update status: %w", err)
-	}
-	return nil
+	return r.patchStatus(ctx, old, lv)
 }
 
 // setWaiting reports a LogicalVolume waiting for its golden base: not
 // Ready, and not Failed either, so the controller keeps waiting.
 func (r *LogicalVolumeReconciler) setWaiting(ctx context.Context, lv *thinlvmv1.LogicalVolume, msg string) error {
-	patch := client.MergeFrom(lv.DeepCopy())
+	old := lv.DeepCopy()
 	st := &lv.Status
 	st.ObservedGeneration = lv.Generation
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: thinlvmv1.ReasonWaitingForBase, Message: msg, ObservedGeneration: lv.Generation})
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionFailed, Status: metav1.ConditionFalse,
 		Reason: thinlvmv1.ReasonWaitingForBase, ObservedGeneration: lv.Generation})
-	if err := r.Client.Status().Patch(ctx, lv, patch); err != nil {
+	return r.patchStatus(ctx, old, lv)
+}
+
+// patchStatus writes lv's status if it differs from old's: an empty merge
+// patch is a write all the same.
+func (r *LogicalVolumeReconciler) patchStatus(ctx context.Context, old, lv *thinlvmv1.LogicalVolume) error {
+	if equality.Semantic.DeepEqual(old.Status, lv.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, lv, client.MergeFrom(old)); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
 	return nil

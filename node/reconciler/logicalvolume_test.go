@@ -3,6 +3,7 @@ package reconciler_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -37,6 +39,13 @@ func startAgent(t *testing.T, f *lvmdtest.LVMD) (node string, stop func()) {
 
 func startAgentOn(t *testing.T, node string, f *lvmdtest.LVMD) (stop func()) {
 	t.Helper()
+	return startAgentWith(t, node, f, nil)
+}
+
+// startAgentWith is startAgentOn with the agent's client wrapped, when wrap
+// is set.
+func startAgentWith(t *testing.T, node string, f *lvmdtest.LVMD, wrap func(client.Client) client.Client) (stop func()) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
@@ -45,7 +54,11 @@ func startAgentOn(t *testing.T, node string, f *lvmdtest.LVMD) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: f, NodeName: node, RetryAfter: 200 * time.Millisecond}
+	var c client.Client = mgr.GetClient()
+	if wrap != nil {
+		c = wrap(c)
+	}
+	r := &reconciler.LogicalVolumeReconciler{Client: c, LVMD: f, NodeName: node, RetryAfter: 200 * time.Millisecond}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -458,4 +471,70 @@ func TestTwoObjectsNeverShareAnLV(t *testing.T) {
 	if _, ok := f.LV(t, "tl-snapshot-x"); ok {
 		t.Error("the first object's LV outlived it")
 	}
+}
+
+// A volume waiting for its golden base is written once, not at every
+// retry; a change of its node's bases wakes it.
+func TestWaitingForBaseWritesOnChangeOnly(t *testing.T) {
+	ctx := context.Background()
+	f := lvmdtest.Start(t, lvmdtest.Options{})
+	var patches atomic.Int32
+	node := fmt.Sprintf("node-%d", nodeSeq.Add(1))
+	startAgentWith(t, node, f, func(c client.Client) client.Client { // it retries every 200ms
+		return countingClient{Client: c, statusPatches: &patches}
+	})
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "wait-img"}, Spec: thinlvmv1.GoldenImageSpec{
+		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: "http://127.0.0.1:9/img", SHA256: strings.Repeat("0", 64)}},
+		Size:   resource.MustParse("1Mi")}}
+	ln := &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	for _, o := range []client.Object{gi, ln} {
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lv := newLV("pvc-waits", node, "1Mi")
+	lv.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceGoldenImage, Name: "wait-img"}
+	if err := k8sClient.Create(ctx, lv); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "WaitingForBase", func() bool {
+		c := meta.FindStatusCondition(get(t, "pvc-waits").Status.Conditions, thinlvmv1.ConditionReady)
+		return c != nil && c.Reason == thinlvmv1.ReasonWaitingForBase
+	})
+	before := patches.Load()
+	time.Sleep(time.Second) // five retries
+	if n := patches.Load() - before; n != 0 {
+		t.Errorf("a waiting volume's status was sent %d times while nothing changed", n)
+	}
+	ln.Status.GoldenBases = []thinlvmv1.GoldenBaseStatus{{Name: "wait-img", LV: thinlvmv1.BaseLVName(gi), State: thinlvmv1.GoldenBaseFailed, Message: "checksum mismatch"}}
+	if err := k8sClient.Status().Update(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "BaseFailed", func() bool {
+		c := meta.FindStatusCondition(get(t, "pvc-waits").Status.Conditions, thinlvmv1.ConditionFailed)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == thinlvmv1.ReasonBaseFailed
+	})
+	if names := f.LVNames(t); len(names) != 0 {
+		t.Errorf("LVs made without a base: %v", names)
+	}
+}
+
+// countingClient counts the status patches sent through it.
+type countingClient struct {
+	client.Client
+	statusPatches *atomic.Int32
+}
+
+func (c countingClient) Status() client.SubResourceWriter {
+	return countingStatus{c.Client.Status(), c.statusPatches}
+}
+
+type countingStatus struct {
+	client.SubResourceWriter
+	patches *atomic.Int32
+}
+
+func (s countingStatus) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+	s.patches.Add(1)
+	return s.SubResourceWriter.Patch(ctx, o, p, opts...)
 }
