@@ -8,7 +8,9 @@ import (
 	"github.com/thinlvm/thinlvm/api/lvmname"
 )
 
-// Sentinel errors for lvm outcomes; test them with errors.Is.
+// Sentinel errors for lvm outcomes, what lvm said or what lvmd decided
+// before running it: the one set lvmd maps to gRPC codes (server.toStatus).
+// Test them with errors.Is.
 var (
 	// ErrNotFound: the VG or LV does not exist.
 	ErrNotFound = errors.New("not found")
@@ -22,6 +24,15 @@ var (
 	ErrShrink = errors.New("new size smaller than current size")
 	// ErrInvalidName: a name lvm2 would reject, refused before any command.
 	ErrInvalidName = lvmname.ErrInvalidName
+	// ErrInvalid: a request lvmd refuses before any command (a bad size,
+	// an unknown device class).
+	ErrInvalid = errors.New("invalid argument")
+	// ErrConflict: an LV of the requested name exists with other
+	// parameters, so an idempotent retry cannot return it.
+	ErrConflict = errors.New("already exists with different parameters")
+	// ErrNotManaged: the LV exists without lvmd's tag, or in another device
+	// class's pool: lvmd does not touch it.
+	ErrNotManaged = errors.New("not managed by thinlvm")
 )
 
 // classified wraps a *CommandError with the sentinel its stderr shows.

@@ -42,7 +42,7 @@ func (d *Daemon) validate(name, class string, tags []string) (request, error) {
 }
 
 // lookup finds the LV of a request in r. It returns nil when there is no LV
-// of that name in the VG, and errNotManaged (wrapped) when there is one that
+// of that name in the VG, and lvm.ErrNotManaged (wrapped) when there is one that
 // lvmd does not own in this device class.
 func lookup(r *lvm.Report, req request) (*lvm.LV, error) {
 	lv := r.LV(req.dc.VolumeGroup, req.name)
@@ -50,10 +50,10 @@ func lookup(r *lvm.Report, req request) (*lvm.LV, error) {
 		return nil, nil
 	}
 	if !lv.HasTag(managedTag) {
-		return lv, fmt.Errorf("%w: lv %s/%s exists without the %q tag", errNotManaged, lv.VG, lv.Name, managedTag)
+		return lv, fmt.Errorf("%w: lv %s/%s exists without the %q tag", lvm.ErrNotManaged, lv.VG, lv.Name, managedTag)
 	}
 	if lv.Pool != req.dc.ThinPool {
-		return lv, fmt.Errorf("%w: lv %s/%s belongs to thin pool %q, not to device class %s", errNotManaged, lv.VG, lv.Name, lv.Pool, req.dc.Name)
+		return lv, fmt.Errorf("%w: lv %s/%s belongs to thin pool %q, not to device class %s", lvm.ErrNotManaged, lv.VG, lv.Name, lv.Pool, req.dc.Name)
 	}
 	return lv, nil
 }
@@ -89,11 +89,11 @@ func (d *Daemon) checkRoom(ctx context.Context, dc *config.DeviceClass, need uin
 	}
 	if overHighWatermark(dc, c) {
 		return fmt.Errorf("%w: thin pool %s/%s is over its high-water mark: data %.2f%% (limit %g%%), metadata %.2f%% (limit %g%%)",
-			errNoSpace, dc.VolumeGroup, dc.ThinPool, c.DataPercent, dc.DataHighWatermarkPercent, c.MetadataPercent, dc.MetadataHighWatermarkPercent)
+			lvm.ErrInsufficientSpace, dc.VolumeGroup, dc.ThinPool, c.DataPercent, dc.DataHighWatermarkPercent, c.MetadataPercent, dc.MetadataHighWatermarkPercent)
 	}
 	if need > c.AvailableBytes {
 		return fmt.Errorf("%w: %d bytes requested, device class %s has %d bytes available (thin pool %s/%s: data %.2f%%, metadata %.2f%%, %d of %d bytes allocated virtually, overprovision ratio %g)",
-			errNoSpace, need, dc.Name, c.AvailableBytes, dc.VolumeGroup, dc.ThinPool, c.DataPercent, c.MetadataPercent, c.VirtualBytes, c.ThinPoolSizeBytes, dc.OverprovisionRatio)
+			lvm.ErrInsufficientSpace, need, dc.Name, c.AvailableBytes, dc.VolumeGroup, dc.ThinPool, c.DataPercent, c.MetadataPercent, c.VirtualBytes, c.ThinPoolSizeBytes, dc.OverprovisionRatio)
 	}
 	return nil
 }
@@ -144,7 +144,7 @@ func (s *lvService) CreateLV(ctx context.Context, req *pb.CreateLVRequest) (*pb.
 		return nil, err
 	}
 	if req.GetSizeBytes() == 0 {
-		return nil, fmt.Errorf("%w: size_bytes must be > 0", errInvalid)
+		return nil, fmt.Errorf("%w: size_bytes must be > 0", lvm.ErrInvalid)
 	}
 	vol, err := d.retryOnExists(ctx, func(mctx context.Context) (*pb.LogicalVolume, bool, error) {
 		ext, err := d.extentSize(r.dc)
@@ -154,12 +154,12 @@ func (s *lvService) CreateLV(ctx context.Context, req *pb.CreateLVRequest) (*pb.
 		size := roundUp(req.GetSizeBytes(), ext)
 		existing, err := lookup(d.store.current().report, r)
 		if err != nil {
-			return nil, true, fmt.Errorf("%w: %w", errConflict, err)
+			return nil, true, fmt.Errorf("%w: %w", lvm.ErrConflict, err)
 		}
 		if existing != nil {
 			if existing.Origin != "" || existing.Size != size {
 				return nil, true, fmt.Errorf("%w: lv %s/%s exists with size %d and origin %q, requested size %d and no origin",
-					errConflict, existing.VG, existing.Name, existing.Size, existing.Origin, size)
+					lvm.ErrConflict, existing.VG, existing.Name, existing.Size, existing.Origin, size)
 			}
 			return d.toProto(r.dc, existing), true, nil
 		}
@@ -192,13 +192,13 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 		return nil, fmt.Errorf("source: %w", err)
 	}
 	if req.GetSourceName() == req.GetName() {
-		return nil, fmt.Errorf("%w: snapshot and source have the same name %q", errInvalid, req.GetName())
+		return nil, fmt.Errorf("%w: snapshot and source have the same name %q", lvm.ErrInvalid, req.GetName())
 	}
 	vol, err := d.retryOnExists(ctx, func(mctx context.Context) (*pb.LogicalVolume, bool, error) {
 		rep := d.store.current().report
 		src, err := lookup(rep, request{dc: r.dc, name: req.GetSourceName()})
 		if src == nil || err != nil {
-			return nil, true, fmt.Errorf("%w: source lv %s/%s in device class %s", errNotFound, r.dc.VolumeGroup, req.GetSourceName(), r.dc.Name)
+			return nil, true, fmt.Errorf("%w: source lv %s/%s in device class %s", lvm.ErrNotFound, r.dc.VolumeGroup, req.GetSourceName(), r.dc.Name)
 		}
 		ext, err := d.extentSize(r.dc)
 		if err != nil {
@@ -207,12 +207,12 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 		size := src.Size
 		if req.GetSizeBytes() > 0 {
 			if size = roundUp(req.GetSizeBytes(), ext); size < src.Size {
-				return nil, true, fmt.Errorf("%w: snapshot size %d is smaller than source %s size %d", errShrink, size, src.Name, src.Size)
+				return nil, true, fmt.Errorf("%w: snapshot size %d is smaller than source %s size %d", lvm.ErrShrink, size, src.Name, src.Size)
 			}
 		}
 		existing, err := lookup(rep, r)
 		if err != nil {
-			return nil, true, fmt.Errorf("%w: %w", errConflict, err)
+			return nil, true, fmt.Errorf("%w: %w", lvm.ErrConflict, err)
 		}
 		if existing != nil {
 			if req.GetSizeBytes() == 0 && existing.Size <= src.Size {
@@ -220,7 +220,7 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 			}
 			if existing.Origin != src.Name || existing.ReadOnly() != req.GetReadOnly() || existing.Size > size {
 				return nil, true, fmt.Errorf("%w: lv %s/%s exists with origin %q, size %d, read-only %t; requested origin %q, size %d, read-only %t",
-					errConflict, existing.VG, existing.Name, existing.Origin, existing.Size, existing.ReadOnly(), src.Name, size, req.GetReadOnly())
+					lvm.ErrConflict, existing.VG, existing.Name, existing.Origin, existing.Size, existing.ReadOnly(), src.Name, size, req.GetReadOnly())
 			}
 			if existing.Size < size { // a restart between create and extend: finish the work
 				if err := d.extend(mctx, r.dc, existing.Name, size); err != nil {
@@ -314,7 +314,7 @@ func (d *Daemon) withLV(ctx context.Context, r request, f func(mctx context.Cont
 }
 
 func (r request) notFound() error {
-	return fmt.Errorf("%w: lv %s/%s", errNotFound, r.dc.VolumeGroup, r.name)
+	return fmt.Errorf("%w: lv %s/%s", lvm.ErrNotFound, r.dc.VolumeGroup, r.name)
 }
 
 func (s *lvService) ResizeLV(ctx context.Context, req *pb.ResizeLVRequest) (*pb.ResizeLVResponse, error) {
@@ -324,7 +324,7 @@ func (s *lvService) ResizeLV(ctx context.Context, req *pb.ResizeLVRequest) (*pb.
 		return nil, err
 	}
 	if req.GetSizeBytes() == 0 {
-		return nil, fmt.Errorf("%w: size_bytes must be > 0", errInvalid)
+		return nil, fmt.Errorf("%w: size_bytes must be > 0", lvm.ErrInvalid)
 	}
 	resp := &pb.ResizeLVResponse{}
 	err = d.withLV(ctx, r, func(mctx context.Context, lv *lvm.LV) error {
@@ -338,7 +338,7 @@ func (s *lvService) ResizeLV(ctx context.Context, req *pb.ResizeLVRequest) (*pb.
 		size := roundUp(req.GetSizeBytes(), ext)
 		switch {
 		case size < lv.Size:
-			return fmt.Errorf("%w: lv %s/%s is %d bytes, requested %d: thin LVs only grow", errShrink, lv.VG, lv.Name, lv.Size, size)
+			return fmt.Errorf("%w: lv %s/%s is %d bytes, requested %d: thin LVs only grow", lvm.ErrShrink, lv.VG, lv.Name, lv.Size, size)
 		case size == lv.Size:
 			resp.Volume = d.toProto(r.dc, lv)
 			return nil
@@ -430,7 +430,7 @@ func (s *lvService) GetLV(_ context.Context, req *pb.GetLVRequest) (*pb.GetLVRes
 	}
 	lv, err := lookup(d.store.current().report, r)
 	if lv == nil || err != nil {
-		return nil, fmt.Errorf("%w: lv %s/%s in device class %s", errNotFound, r.dc.VolumeGroup, r.name, r.dc.Name)
+		return nil, fmt.Errorf("%w: lv %s/%s in device class %s", lvm.ErrNotFound, r.dc.VolumeGroup, r.name, r.dc.Name)
 	}
 	return &pb.GetLVResponse{Volume: d.toProto(r.dc, lv)}, nil
 }

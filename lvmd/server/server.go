@@ -137,9 +137,9 @@ func (d *Daemon) class(name string) (*config.DeviceClass, error) {
 	dc, ok := d.cfg.Class(name)
 	if !ok {
 		if name == "" {
-			return nil, fmt.Errorf("%w: no device class given and no default device class", errInvalid)
+			return nil, fmt.Errorf("%w: no device class given and no default device class", lvm.ErrInvalid)
 		}
-		return nil, fmt.Errorf("%w: unknown device class %q", errInvalid, name)
+		return nil, fmt.Errorf("%w: unknown device class %q", lvm.ErrInvalid, name)
 	}
 	return dc, nil
 }

@@ -10,16 +10,6 @@ import (
 	"github.com/thinlvm/thinlvm/lvmd/lvm"
 )
 
-// Errors the handlers return; toStatus maps them to gRPC codes.
-var (
-	errInvalid    = errors.New("invalid argument")
-	errNotFound   = errors.New("not found")
-	errConflict   = errors.New("already exists with different parameters")
-	errNoSpace    = errors.New("not enough space")
-	errShrink     = errors.New("cannot shrink")
-	errNotManaged = errors.New("not managed by thinlvm")
-)
-
 // toStatus turns a handler's error into a gRPC status. It is the only place
 // lvmd makes status codes.
 func toStatus(err error) error {
@@ -31,17 +21,17 @@ func toStatus(err error) error {
 	}
 	code := codes.Internal
 	switch {
-	case errors.Is(err, errInvalid), errors.Is(err, lvm.ErrInvalidName):
+	case errors.Is(err, lvm.ErrInvalid), errors.Is(err, lvm.ErrInvalidName):
 		code = codes.InvalidArgument
-	case errors.Is(err, errNoSpace), errors.Is(err, lvm.ErrInsufficientSpace):
+	case errors.Is(err, lvm.ErrInsufficientSpace):
 		code = codes.ResourceExhausted
-	case errors.Is(err, errConflict), errors.Is(err, lvm.ErrExists):
+	case errors.Is(err, lvm.ErrConflict), errors.Is(err, lvm.ErrExists):
 		code = codes.AlreadyExists
-	case errors.Is(err, errShrink), errors.Is(err, lvm.ErrShrink):
+	case errors.Is(err, lvm.ErrShrink):
 		code = codes.OutOfRange
-	case errors.Is(err, errNotManaged):
+	case errors.Is(err, lvm.ErrNotManaged):
 		code = codes.FailedPrecondition
-	case errors.Is(err, errNotFound), errors.Is(err, lvm.ErrNotFound):
+	case errors.Is(err, lvm.ErrNotFound):
 		code = codes.NotFound
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
