@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/thinlvm/thinlvm/api/csiidentity"
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
 	"github.com/thinlvm/thinlvm/cmd/internal/securemetrics"
@@ -100,7 +101,7 @@ func run(o options) error {
 	}
 	controller := &csi.ControllerServer{Client: mgr.GetClient(), Timeout: o.waitTimeout, Metrics: csi.NewMetrics(ctrlmetrics.Registry)}
 	csi.NewPhaseCollector(ctrlmetrics.Registry, mgr.GetClient())
-	identity := &csi.IdentityServer{Version: version}
+	identity := &csiidentity.Server{Version: version, Controller: true}
 	if err := mgr.Add(&endpoint.Server{Listener: lis, Log: logger.WithName("csi"), Register: func(s *grpc.Server) {
 		csispec.RegisterIdentityServer(s, identity)
 		csispec.RegisterControllerServer(s, controller)

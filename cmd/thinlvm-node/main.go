@@ -23,9 +23,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/thinlvm/thinlvm/api/csiidentity"
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
 	"github.com/thinlvm/thinlvm/cmd/internal/securemetrics"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/csi"
 	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/lvmd"
@@ -95,7 +97,10 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	identity := &csi.IdentityServer{LVMD: client, Version: version}
+	identity := &csiidentity.Server{Version: version, Ready: func(ctx context.Context) error {
+		_, err := client.GetCapacity(ctx, &pb.GetCapacityRequest{}) // ready while lvmd answers
+		return err
+	}}
 	node := csi.NewNodeServer(o.nodeName, client, nil, nil)
 	csiServer := &endpoint.Server{Listener: lis, Log: logger.WithName("csi"), Register: func(s *grpc.Server) {
 		csispec.RegisterIdentityServer(s, identity)

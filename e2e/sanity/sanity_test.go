@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/thinlvm/thinlvm/api/csiidentity"
 	controllercsi "github.com/thinlvm/thinlvm/controller/csi"
 	"github.com/thinlvm/thinlvm/e2e/envtest"
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
@@ -101,7 +102,7 @@ func TestCSISanity(t *testing.T) {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer()
-	csispec.RegisterIdentityServer(gs, &controllercsi.IdentityServer{Version: "sanity"})
+	csispec.RegisterIdentityServer(gs, &csiidentity.Server{Version: "sanity", Controller: true})
 	csispec.RegisterControllerServer(gs, &controllercsi.ControllerServer{Client: mgr.GetClient(), Poll: 50 * time.Millisecond})
 	csispec.RegisterNodeServer(gs, &nodeProxy{to: csispec.NewNodeClient(nodeConn)})
 	go func() { _ = gs.Serve(lis) }()

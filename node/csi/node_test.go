@@ -97,23 +97,10 @@ func TestUnpublishAbsentTargetSucceeds(t *testing.T) {
 	}
 }
 
-func TestInfoAndIdentity(t *testing.T) {
-	s, f := newServer(t)
+func TestNodeGetInfo(t *testing.T) {
+	s, _ := newServer(t)
 	info, err := s.NodeGetInfo(context.Background(), &csi.NodeGetInfoRequest{})
 	if err != nil || info.GetNodeId() != "node-a" || info.GetAccessibleTopology().GetSegments()[thinlvmv1.TopologyKey] != "node-a" {
 		t.Errorf("NodeGetInfo %v %v", info, err)
-	}
-	id := &IdentityServer{LVMD: f, Version: "test"}
-	pi, err := id.GetPluginInfo(context.Background(), &csi.GetPluginInfoRequest{})
-	if err != nil || pi.GetName() != thinlvmv1.DriverName {
-		t.Errorf("GetPluginInfo %v %v", pi, err)
-	}
-	p, err := id.Probe(context.Background(), &csi.ProbeRequest{})
-	if err != nil || !p.GetReady().GetValue() {
-		t.Errorf("Probe with lvmd up: %v %v", p, err)
-	}
-	f.SetFail("GetCapacity", status.Error(codes.Unavailable, "lvmd down"))
-	if p, err := id.Probe(context.Background(), &csi.ProbeRequest{}); err != nil || p.GetReady().GetValue() {
-		t.Errorf("Probe with lvmd down: %v %v, want not ready", p, err)
 	}
 }
