@@ -398,102 +398,6 @@ func compatible(lv *thinlvmv1.LogicalVolume, want, limit int64, class string, so
 	return nil
 }
 
-// pickNode chooses the node: the source's when there is one (and the
-// requirements allow it), else the first preferred, then requisite, node
-// whose LVMNode shows room; without requirements, the node with the most
-// room. For a golden image's volume, nodes holding its base Ready come
-// first, and a node without it needs room for the base too.
-func (s *ControllerServer) pickNode(ctx context.Context, ar *csi.TopologyRequirement, class string, want int64, sourceNode string, image *thinlvmv1.GoldenImage) (string, error) {
-	var candidates []string
-	for _, t := range append(append([]*csi.Topology{}, ar.GetPreferred()...), ar.GetRequisite()...) {
-		if n := topologyNode(t); n != "" && !slices.Contains(candidates, n) {
-			candidates = append(candidates, n)
-		}
-	}
-	if sourceNode != "" {
-		if len(candidates) > 0 && !slices.Contains(candidates, sourceNode) {
-			return "", status.Errorf(codes.FailedPrecondition, "the source is on node %s, which the accessibility requirements %v exclude: a clone or restore lands on its source's node", sourceNode, candidates)
-		}
-		return sourceNode, nil
-	}
-	nodes := &thinlvmv1.LVMNodeList{}
-	if err := s.Client.List(ctx, nodes); err != nil {
-		return "", status.Errorf(codes.Internal, "list LVMNodes: %v", err)
-	}
-	room := map[string]int64{}
-	known := map[string]bool{}
-	// lacks are nodes that report their device classes, none of them class.
-	lacks := map[string]bool{}
-	holds := map[string]bool{}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if dc := deviceClass(n, class); dc != nil {
-			room[n.Name] = dc.Available.Value()
-			known[n.Name] = true
-		} else if len(n.Status.DeviceClasses) > 0 {
-			lacks[n.Name] = true
-		}
-		if image != nil {
-			holds[n.Name] = holdsBase(n, image)
-			if !holds[n.Name] {
-				room[n.Name] -= image.Spec.Size.Value()
-			}
-		}
-	}
-	if len(candidates) == 0 {
-		for n := range room {
-			candidates = append(candidates, n)
-		}
-		sort.Slice(candidates, func(i, j int) bool { return room[candidates[i]] > room[candidates[j]] })
-		if len(candidates) == 0 {
-			return "", status.Errorf(codes.ResourceExhausted, "no node reports device class %q", class)
-		}
-	}
-	if image != nil {
-		sort.SliceStable(candidates, func(i, j int) bool { return holds[candidates[i]] && !holds[candidates[j]] })
-	}
-	lacking := 0
-	for _, n := range candidates {
-		if lacks[n] {
-			lacking++
-			continue
-		}
-		if !known[n] || room[n] >= want {
-			return n, nil // a node not yet reporting gets the benefit of the doubt: lvmd decides
-		}
-	}
-	if lacking == len(candidates) {
-		// Refused before anything is made: no LogicalVolume is left for a
-		// node agent that could never make its LV.
-		return "", status.Errorf(codes.InvalidArgument, "device class %q is not on node(s) %v", class, candidates)
-	}
-	return "", status.Errorf(codes.ResourceExhausted, "no node of %v has %d bytes available in device class %q", candidates, want, class)
-}
-
-// holdsBase tells whether the node reports image's base Ready.
-func holdsBase(n *thinlvmv1.LVMNode, image *thinlvmv1.GoldenImage) bool {
-	for _, b := range n.Status.GoldenBases {
-		if b.Name == image.Name && b.LV == thinlvmv1.BaseLVName(image) && b.State == thinlvmv1.GoldenBaseReady {
-			return true
-		}
-	}
-	return false
-}
-
-// deviceClass finds a class in an LVMNode; "" is the node's default.
-func deviceClass(n *thinlvmv1.LVMNode, class string) *thinlvmv1.DeviceClassStatus {
-	for i := range n.Status.DeviceClasses {
-		dc := &n.Status.DeviceClasses[i]
-		if class == "" && dc.Default || dc.Name == class {
-			return dc
-		}
-	}
-	if class == "" && len(n.Status.DeviceClasses) == 1 {
-		return &n.Status.DeviceClasses[0]
-	}
-	return nil
-}
-
 // DeleteVolume implements csi.ControllerServer. An absent volume is done.
 func (s *ControllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
 	if req.GetVolumeId() == "" {
@@ -592,7 +496,7 @@ func (s *ControllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacity
 		if want != "" && n.Name != want {
 			continue
 		}
-		if dc := deviceClass(n, class); dc != nil {
+		if dc := n.Status.DeviceClass(class); dc != nil {
 			total = sizes.Add(total, dc.Available.Value())
 			largest = max(largest, dc.Available.Value())
 		}

@@ -9,7 +9,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // BenchmarkFilterScorePerNode is the plugin's cost per node and scheduling
@@ -17,12 +16,13 @@ import (
 // with one 1 GiB claim of a golden-image class (base Ready on 100 nodes).
 func BenchmarkFilterScorePerNode(b *testing.B) {
 	f := newFake()
+	gi := f.addImage("ubuntu", "6f1c0a8e-8a53-4d0e-9a43-5c7f3e1d2b9a", "", "4Gi")
 	var nodes []fwk.NodeInfo
 	for i := range 1000 {
 		name := fmt.Sprintf("n%04d", i)
 		var bases []thinlvmv1.GoldenBaseStatus
 		if i%10 == 0 {
-			bases = append(bases, thinlvmv1.GoldenBaseStatus{Name: "ubuntu", State: thinlvmv1.GoldenBaseReady, Size: resource.MustParse("4Gi")})
+			bases = append(bases, goldenBase(gi, thinlvmv1.GoldenBaseReady))
 		}
 		f.addNode(name, "100Gi", "100Gi", bases...)
 		nodes = append(nodes, nodeInfo(name))

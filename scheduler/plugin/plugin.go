@@ -171,13 +171,14 @@ func (p *Plugin) Name() string { return Name }
 type demand struct {
 	// bytes by device class ("" is a node's default class).
 	bytes map[string]int64
-	// images are the golden images the volumes are made from.
-	images []string
-	// baseSizes are the images' base sizes where some node holds them;
-	// holders count those nodes, nodes all nodes with an LVMNode.
-	baseSizes map[string]int64
-	holders   map[string]int
-	nodes     int
+	// images are the golden images the volumes are made from, each once.
+	// Only an image that exists counts: a base is known by its
+	// GoldenImage's UID, and no node holds one of an image not made.
+	images []*thinlvmv1.GoldenImage
+	// holders count the nodes that hold each image's base (by name), nodes
+	// all nodes with an LVMNode.
+	holders map[string]int
+	nodes   int
 	// sourceNode holds a clone's or restore's source: only it can serve.
 	sourceNode string
 	claims     []string
@@ -221,7 +222,10 @@ func (p *Plugin) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragme
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	images := append([]string(nil), d.images...)
+	var images []string
+	for _, gi := range d.images {
+		images = append(images, gi.Name)
+	}
 	slices.Sort(images)
 	return []fwk.SignFragment{{Key: "thinlvm.io/demand()", Value: struct {
 		Bytes  map[string]int64
@@ -234,7 +238,7 @@ func (p *Plugin) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragme
 func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error) {
-	d := &demand{bytes: map[string]int64{}, baseSizes: map[string]int64{}, holders: map[string]int{}}
+	d := &demand{bytes: map[string]int64{}, holders: map[string]int{}}
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim == nil {
 			continue
@@ -260,12 +264,23 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 			continue
 		}
 		class := sc.Parameters[thinlvmv1.DeviceClassParameter]
+		if img := sc.Parameters[GoldenImageParameter]; img != "" {
+			gi, err := p.lister.GoldenImage(img)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+			if err == nil {
+				if class == "" {
+					class = gi.Spec.DeviceClass // the controller makes the volume in its image's class
+				}
+				if !slices.ContainsFunc(d.images, func(o *thinlvmv1.GoldenImage) bool { return o.Name == img }) {
+					d.images = append(d.images, gi)
+				}
+			}
+		}
 		size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 		d.bytes[class] = sizes.Add(d.bytes[class], size.Value())
 		d.claims = append(d.claims, pvc.Namespace+"/"+pvc.Name)
-		if img := sc.Parameters[GoldenImageParameter]; img != "" && !contains(d.images, img) {
-			d.images = append(d.images, img)
-		}
 		if src := pvc.Spec.DataSource; src != nil {
 			node, err := p.sourceNode(ctx, pvc.Namespace, src)
 			if err != nil {
@@ -286,21 +301,10 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 		}
 		d.nodes = len(nodes)
 		for _, n := range nodes {
-			for _, img := range d.images {
-				if stateOf(n, img) != baseMissing {
-					d.holders[img]++
+			for _, gi := range d.images {
+				if n.Status.BaseState(gi).Held() {
+					d.holders[gi.Name]++
 				}
-			}
-			for _, b := range n.Status.GoldenBases {
-				if contains(d.images, b.Name) && b.Size.Value() > d.baseSizes[b.Name] {
-					d.baseSizes[b.Name] = b.Size.Value()
-				}
-			}
-		}
-		// A base no node holds yet has its GoldenImage's size.
-		for _, img := range d.images {
-			if gi, err := p.lister.GoldenImage(img); err == nil && gi.Spec.Size.Value() > d.baseSizes[img] {
-				d.baseSizes[img] = gi.Spec.Size.Value()
 			}
 		}
 	}
@@ -415,11 +419,12 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node does not run thinlvm (no LVMNode)")
 	}
 	for class, need := range d.bytes {
-		dc := deviceClass(ln, class)
+		dc := ln.Status.DeviceClass(class)
 		if dc == nil {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node has no thinlvm device class %q", class))
 		}
-		need = sizes.Add(need, d.missingBases(ln))
+		// The bases the node lacks are populated there first.
+		need = sizes.Add(need, ln.Status.MissingBases(class, d.images...))
 		if need > poolCapacity(dc) {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("thinlvm device class %q holds at most %d bytes, the pod needs %d", dc.Name, poolCapacity(dc), need))
 		}
@@ -429,48 +434,6 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod
 			}
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("thinlvm device class %q has %d bytes free, the pod needs %d", dc.Name, max(free, 0), need))
 		}
-	}
-	return nil
-}
-
-// missingBases is the size of the golden bases a node lacks: they are
-// populated there before the volumes are made. A base's size is known where
-// another node holds it.
-func (d *demand) missingBases(ln *thinlvmv1.LVMNode) int64 {
-	var sum int64
-	for _, img := range d.images {
-		if stateOf(ln, img) == baseMissing {
-			sum = sizes.Add(sum, d.baseSizes[img])
-		}
-	}
-	return sum
-}
-
-func stateOf(ln *thinlvmv1.LVMNode, image string) baseState {
-	for _, b := range ln.Status.GoldenBases {
-		if b.Name != image {
-			continue
-		}
-		switch b.State {
-		case thinlvmv1.GoldenBaseReady:
-			return baseReady
-		case thinlvmv1.GoldenBasePopulating:
-			return basePopulating
-		}
-	}
-	return baseMissing
-}
-
-// deviceClass finds class in an LVMNode; "" is the node's default.
-func deviceClass(ln *thinlvmv1.LVMNode, class string) *thinlvmv1.DeviceClassStatus {
-	for i := range ln.Status.DeviceClasses {
-		dc := &ln.Status.DeviceClasses[i]
-		if class == "" && dc.Default || class != "" && dc.Name == class {
-			return dc
-		}
-	}
-	if class == "" && len(ln.Status.DeviceClasses) == 1 {
-		return &ln.Status.DeviceClasses[0]
 	}
 	return nil
 }
@@ -487,7 +450,7 @@ func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Po
 	}
 	bytes := map[string]int64{}
 	for class, need := range d.bytes {
-		if dc := deviceClass(ln, class); dc != nil {
+		if dc := ln.Status.DeviceClass(class); dc != nil {
 			bytes[dc.Name] += need
 		}
 	}
@@ -526,7 +489,7 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, n
 	}
 	var capSum, weightSum int64
 	for class, need := range d.bytes {
-		dc := deviceClass(ln, class)
+		dc := ln.Status.DeviceClass(class)
 		if dc == nil {
 			continue
 		}
@@ -542,8 +505,8 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, n
 		capScore = capSum / weightSum
 	}
 	var locScore int64
-	for _, img := range d.images {
-		locScore += localityScore(stateOf(ln, img), d.holders[img], d.nodes)
+	for _, gi := range d.images {
+		locScore += localityScore(ln.Status.BaseState(gi), d.holders[gi.Name], d.nodes)
 	}
 	if len(d.images) > 0 {
 		locScore /= int64(len(d.images))
@@ -595,13 +558,4 @@ func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, 
 		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("goldenimages.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
 		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolumeClaim, ActionType: fwk.Add | fwk.Update}},
 	}, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

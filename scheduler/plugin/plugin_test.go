@@ -97,6 +97,23 @@ func (f *fakeLister) addNode(name, available, pool string, bases ...thinlvmv1.Go
 	}}
 }
 
+// addImage makes a GoldenImage of size in device class ("" for each
+// node's default).
+func (f *fakeLister) addImage(name, uid, class, size string) *thinlvmv1.GoldenImage {
+	if f.images == nil {
+		f.images = map[string]*thinlvmv1.GoldenImage{}
+	}
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid)},
+		Spec: thinlvmv1.GoldenImageSpec{DeviceClass: class, Size: resource.MustParse(size)}}
+	f.images[name] = gi
+	return gi
+}
+
+// goldenBase is a node's entry for gi's base, as the node agent writes it.
+func goldenBase(gi *thinlvmv1.GoldenImage, state thinlvmv1.GoldenBaseState) thinlvmv1.GoldenBaseStatus {
+	return thinlvmv1.GoldenBaseStatus{Name: gi.Name, LV: thinlvmv1.BaseLVName(gi), DeviceClass: gi.Spec.DeviceClass, Size: gi.Spec.Size, State: state}
+}
+
 func (f *fakeLister) addClaim(name, class, size string) {
 	f.pvcs["default/"+name] = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(class),
@@ -349,33 +366,40 @@ func TestCloneSourcePinsTheNode(t *testing.T) {
 }
 
 // With a golden base Ready on 2 of 5 nodes, VM disks score higher there;
-// a missing base counts against a node's room.
+// a missing base counts against a node's room. A base left by a deleted
+// GoldenImage of the same name (its LV from the old UID) is no base.
 func TestGoldenBaseLocality(t *testing.T) {
 	f := newFake()
-	ready := thinlvmv1.GoldenBaseStatus{Name: "ubuntu", State: thinlvmv1.GoldenBaseReady, Size: resource.MustParse("4Gi")}
-	populating := thinlvmv1.GoldenBaseStatus{Name: "ubuntu", State: thinlvmv1.GoldenBasePopulating, Size: resource.MustParse("4Gi")}
-	f.addNode("a", "20Gi", "20Gi", ready)
-	f.addNode("b", "20Gi", "20Gi", ready)
-	f.addNode("c", "20Gi", "20Gi", populating)
+	gi := f.addImage("ubuntu", "u2", "", "4Gi")
+	old := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu", UID: "u1"}, Spec: gi.Spec}
+	f.addNode("a", "20Gi", "20Gi", goldenBase(gi, thinlvmv1.GoldenBaseReady))
+	f.addNode("b", "20Gi", "20Gi", goldenBase(gi, thinlvmv1.GoldenBaseReady))
+	f.addNode("c", "20Gi", "20Gi", goldenBase(gi, thinlvmv1.GoldenBasePopulating))
 	f.addNode("d", "20Gi", "20Gi")
+	f.addNode("stale", "20Gi", "20Gi", goldenBase(old, thinlvmv1.GoldenBaseReady))
 	f.addNode("tight", "5Gi", "20Gi")
+	f.addNode("tight-stale", "5Gi", "20Gi", goldenBase(old, thinlvmv1.GoldenBaseReady))
+	f.addNode("tight-populating", "5Gi", "20Gi", goldenBase(gi, thinlvmv1.GoldenBasePopulating))
 	f.addClaim("root", "golden", "2Gi")
 	p := NewWithLister(defaultArgs(), f)
 	pod := podWith("vm", "root")
-	state, _, st := cycle(t, p, pod, "a", "b", "c", "d", "tight")
-	if st["tight"].IsSuccess() {
+	state, _, st := cycle(t, p, pod, "a", "b", "c", "d", "stale", "tight", "tight-stale", "tight-populating")
+	if st["tight"].IsSuccess() || st["tight-stale"].IsSuccess() {
 		t.Error("a node with 5Gi free fits a 2Gi disk plus the 4Gi base it lacks")
 	}
+	if !st["tight-populating"].IsSuccess() {
+		t.Errorf("a node populating the base (its LV counted in the room already) with 5Gi free: %v", st["tight-populating"])
+	}
 	score := map[string]int64{}
-	for _, n := range []string{"a", "b", "c", "d"} {
+	for _, n := range []string{"a", "b", "c", "d", "stale"} {
 		s, sst := p.Score(context.Background(), state, pod, nodeInfo(n))
 		if !sst.IsSuccess() {
 			t.Fatal(sst)
 		}
 		score[n] = s
 	}
-	if !(score["a"] == score["b"] && score["a"] > score["c"] && score["c"] > score["d"]) {
-		t.Errorf("scores %v: want Ready > Populating > missing", score)
+	if !(score["a"] == score["b"] && score["a"] > score["c"] && score["c"] > score["d"] && score["stale"] == score["d"]) {
+		t.Errorf("scores %v: want Ready > Populating > missing = stale", score)
 	}
 }
 
@@ -432,8 +456,7 @@ func TestEventsToRegister(t *testing.T) {
 // every node's room.
 func TestMissingBaseTakesTheImageSize(t *testing.T) {
 	f := newFake()
-	f.images = map[string]*thinlvmv1.GoldenImage{"ubuntu": {ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"},
-		Spec: thinlvmv1.GoldenImageSpec{Size: resource.MustParse("4Gi")}}}
+	f.addImage("ubuntu", "u1", "", "4Gi")
 	f.addNode("roomy", "7Gi", "20Gi")
 	f.addNode("tight", "5Gi", "20Gi")
 	f.addClaim("root", "golden", "2Gi")
@@ -441,6 +464,41 @@ func TestMissingBaseTakesTheImageSize(t *testing.T) {
 	_, _, st := cycle(t, p, podWith("vm", "root"), "roomy", "tight")
 	if !st["roomy"].IsSuccess() || st["tight"].IsSuccess() {
 		t.Errorf("filter roomy %v, tight %v: want only roomy to fit a 2Gi disk plus the 4Gi base", st["roomy"], st["tight"])
+	}
+}
+
+// A golden class's volumes live in their image's device class, as the
+// controller makes them: the StorageClass without a class parameter asks
+// for room in the image's class (and the base's size counts there), not in
+// each node's default.
+func TestGoldenVolumesTakeTheImagesClass(t *testing.T) {
+	f := newFake()
+	f.addImage("ubuntu", "u1", "hdd", "4Gi")
+	f.addNode("ssd-only", "100Gi", "100Gi")
+	f.addNode("both", "1Gi", "100Gi")
+	f.nodes["both"].Status.DeviceClasses = append(f.nodes["both"].Status.DeviceClasses, thinlvmv1.DeviceClassStatus{Name: "hdd",
+		Available: resource.MustParse("7Gi"), PoolSize: resource.MustParse("100Gi"), OverprovisionRatio: "1"})
+	f.addNode("both-tight", "100Gi", "100Gi")
+	f.nodes["both-tight"].Status.DeviceClasses = append(f.nodes["both-tight"].Status.DeviceClasses, thinlvmv1.DeviceClassStatus{Name: "hdd",
+		Available: resource.MustParse("5Gi"), PoolSize: resource.MustParse("100Gi"), OverprovisionRatio: "1"})
+	f.addClaim("root", "golden", "2Gi")
+	p := NewWithLister(defaultArgs(), f)
+	pod := podWith("vm", "root")
+	state, _, st := cycle(t, p, pod, "ssd-only", "both", "both-tight")
+	if st["ssd-only"].Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st["ssd-only"].Message(), `"hdd"`) {
+		t.Errorf("ssd-only: %v, want no device class hdd", st["ssd-only"])
+	}
+	if !st["both"].IsSuccess() {
+		t.Errorf("both (7Gi in hdd for 2Gi and the 4Gi base): %v", st["both"])
+	}
+	if st["both-tight"].Code() != fwk.Unschedulable {
+		t.Errorf("both-tight (5Gi in hdd for 2Gi and the 4Gi base): %v, want Unschedulable", st["both-tight"])
+	}
+	if st := p.Reserve(context.Background(), state, pod, "both"); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if hdd, ssd := p.ledger.reserved("both", "hdd"), p.ledger.reserved("both", "ssd"); hdd != 2<<30 || ssd != 0 {
+		t.Errorf("reserved %d in hdd and %d in ssd, want 2Gi in hdd", hdd, ssd)
 	}
 }
 

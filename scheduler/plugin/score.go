@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/scheduler/apis/config"
 )
 
@@ -24,26 +25,18 @@ func capacityScore(strategy config.CapacityStrategy, free, need, total int64) in
 	return left
 }
 
-// baseState is how far a node is with a golden base.
-type baseState int
-
-const (
-	baseMissing baseState = iota
-	basePopulating
-	baseReady
-)
-
-// localityScore rates a node for one golden base in the spirit of the
-// in-tree ImageLocality plugin: full marks where the base is Ready, half
-// where it is being populated, nothing where it is missing; scaled by how
-// widely the base is spread (from half, held by one node, to full, held by
-// all), so that a base held by few nodes does not pull every VM onto them.
-func localityScore(state baseState, holders, nodes int) int64 {
-	if nodes <= 0 || state == baseMissing {
+// localityScore rates a node for one golden base, whose state there is
+// state ("" for none), in the spirit of the in-tree ImageLocality plugin:
+// full marks where the base is Ready, half where it is being populated,
+// nothing where it is missing or Failed; scaled by how widely the base is
+// spread (from half, held by one node, to full, held by all), so that a
+// base held by few nodes does not pull every VM onto them.
+func localityScore(state thinlvmv1.GoldenBaseState, holders, nodes int) int64 {
+	if nodes <= 0 || !state.Held() {
 		return 0
 	}
 	s := int64(maxScore)
-	if state == basePopulating {
+	if state == thinlvmv1.GoldenBasePopulating {
 		s /= 2
 	}
 	holders = min(max(holders, 1), nodes)

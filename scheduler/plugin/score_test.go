@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/scheduler/apis/config"
 )
 
@@ -35,16 +36,17 @@ func TestCapacityScore(t *testing.T) {
 func TestLocalityScore(t *testing.T) {
 	tests := []struct {
 		name           string
-		state          baseState
+		state          thinlvmv1.GoldenBaseState
 		holders, nodes int
 		want           int64
 	}{
-		{"ready everywhere", baseReady, 5, 5, 100},
-		{"ready on 2 of 5: damped", baseReady, 2, 5, 70},
-		{"ready on 1 of 10", baseReady, 1, 10, 55},
-		{"populating on 2 of 5", basePopulating, 2, 5, 35},
-		{"missing", baseMissing, 2, 5, 0},
-		{"no nodes", baseReady, 0, 0, 0},
+		{"ready everywhere", thinlvmv1.GoldenBaseReady, 5, 5, 100},
+		{"ready on 2 of 5: damped", thinlvmv1.GoldenBaseReady, 2, 5, 70},
+		{"ready on 1 of 10", thinlvmv1.GoldenBaseReady, 1, 10, 55},
+		{"populating on 2 of 5", thinlvmv1.GoldenBasePopulating, 2, 5, 35},
+		{"failed", thinlvmv1.GoldenBaseFailed, 2, 5, 0},
+		{"missing", "", 2, 5, 0},
+		{"no nodes", thinlvmv1.GoldenBaseReady, 0, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

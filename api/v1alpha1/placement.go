@@ -1,0 +1,76 @@
+package v1alpha1
+
+import "github.com/thinlvm/thinlvm/api/sizes"
+
+// How an LVMNode's status is read for placement, in one place: the
+// controller's CreateVolume and the scheduler plugin decide from the same
+// reading of a node's device classes, golden bases and room.
+
+// DeviceClass is the node's entry for the device class name, nil when the
+// node does not report it. "" names the node's default class: the one
+// marked Default, else the only one, as lvmd resolves an empty class.
+func (s *LVMNodeStatus) DeviceClass(name string) *DeviceClassStatus {
+	for i := range s.DeviceClasses {
+		dc := &s.DeviceClasses[i]
+		if name == "" && dc.Default || name != "" && dc.Name == name {
+			return dc
+		}
+	}
+	if name == "" && len(s.DeviceClasses) == 1 {
+		return &s.DeviceClasses[0]
+	}
+	return nil
+}
+
+// BaseState is the state of image's base on the node, "" when the node
+// reports none. An entry counts only when both its name and its LV
+// (BaseLVName, from the UID) are image's: a base left by a deleted
+// GoldenImage of the same name is never taken for the current one's.
+func (s *LVMNodeStatus) BaseState(image *GoldenImage) GoldenBaseState {
+	for _, b := range s.GoldenBases {
+		// The LV's name is built only for an entry of image's name: the
+		// scheduler asks for every node of every cycle.
+		if b.Name == image.Name && b.LV == BaseLVName(image) {
+			return b.State
+		}
+	}
+	return ""
+}
+
+// Held tells whether a node whose base is in state s has the base's LV
+// already: Ready, or Populating (the LV is made before the bytes are
+// written). Its size is then in the class's Available, and no second
+// population starts. A Failed population removed its LV.
+func (s GoldenBaseState) Held() bool {
+	return s == GoldenBaseReady || s == GoldenBasePopulating
+}
+
+// MissingBases is the bytes the node must find in device class for the
+// images' bases before volumes of them are made there: the size of each
+// image whose base lives in that class (its spec.deviceClass resolves to
+// the same class on this node) and is not Held. Bases of other classes
+// count nothing here. The sum saturates instead of wrapping.
+func (s *LVMNodeStatus) MissingBases(class string, images ...*GoldenImage) int64 {
+	dc := s.DeviceClass(class)
+	if dc == nil {
+		return 0
+	}
+	var sum int64
+	for _, img := range images {
+		if s.DeviceClass(img.Spec.DeviceClass) == dc && !s.BaseState(img).Held() {
+			sum = sizes.Add(sum, img.Spec.Size.Value())
+		}
+	}
+	return sum
+}
+
+// Room is the largest volume of device class the node can take now, as its
+// status tells: the class's Available less the MissingBases of images. ok
+// is false when the node does not report the class.
+func (s *LVMNodeStatus) Room(class string, images ...*GoldenImage) (room int64, ok bool) {
+	dc := s.DeviceClass(class)
+	if dc == nil {
+		return 0, false
+	}
+	return sizes.Add(dc.Available.Value(), -s.MissingBases(class, images...)), true
+}
