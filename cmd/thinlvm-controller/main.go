@@ -100,6 +100,9 @@ func run(o options) error {
 		return err
 	}
 	controller := &csi.ControllerServer{Client: mgr.GetClient(), Timeout: o.waitTimeout, Metrics: csi.NewMetrics(ctrlmetrics.Registry)}
+	if err := controller.SetupWithManager(mgr); err != nil {
+		return err
+	}
 	csi.NewPhaseCollector(ctrlmetrics.Registry, mgr.GetClient())
 	identity := &csiidentity.Server{Version: version, Controller: true}
 	if err := mgr.Add(&endpoint.Server{Listener: lis, Log: logger.WithName("csi"), Register: func(s *grpc.Server) {

@@ -36,13 +36,14 @@ type ControllerServer struct {
 	csi.UnimplementedControllerServer
 	// Client reads (from a cache) and writes LogicalVolumes and LVMNodes.
 	Client client.Client
-	// Poll is how often a pending LogicalVolume is checked; default 100ms.
-	Poll time.Duration
 	// Timeout bounds a wait for the node agent when the caller set no
 	// deadline; default 2m.
 	Timeout time.Duration
 	// Metrics, when set, observes CreateVolume.
 	Metrics *Metrics
+
+	// changes wakes the waits for LogicalVolumes (SetupWithManager).
+	changes *changes
 }
 
 var _ csi.ControllerServer = (*ControllerServer)(nil)
@@ -128,14 +129,6 @@ func size(r *csi.CapacityRange) (int64, error) {
 	return n, nil
 }
 
-// pollInterval is how often a wait reads the LogicalVolume; default 100ms.
-func (s *ControllerServer) pollInterval() time.Duration {
-	if s.Poll > 0 {
-		return s.Poll
-	}
-	return 100 * time.Millisecond
-}
-
 func (s *ControllerServer) waitContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return context.WithCancel(ctx)
@@ -155,13 +148,28 @@ func (s *ControllerServer) getLV(ctx context.Context, name string) (*thinlvmv1.L
 	return lv, nil
 }
 
+// watch subscribes to the changes of the LogicalVolume name, before a
+// wait's first read.
+func (s *ControllerServer) watch(name string) (<-chan struct{}, func(), error) {
+	if s.changes == nil {
+		return nil, nil, status.Error(codes.Internal, "the controller does not watch LogicalVolumes: SetupWithManager was not called")
+	}
+	wake, stop := s.changes.watch(name)
+	return wake, stop, nil
+}
+
 // waitReady waits until the node agent made the LogicalVolume (Ready for
-// the current generation) or refused it (Failed, whose reason codeOf maps
-// to the call's code). done tells whether the object is where the caller wants it.
+// the current generation) or refused it (Failed, whose reason codeFor maps
+// to the call's code). done tells whether the object is where the caller
+// wants it. It reads the object when the informer reports it changed.
 func (s *ControllerServer) waitReady(ctx context.Context, name string, done func(*thinlvmv1.LogicalVolume) bool) (*thinlvmv1.LogicalVolume, error) {
 	ctx, cancel := s.waitContext(ctx)
 	defer cancel()
-	poll := s.pollInterval()
+	wake, stop, err := s.watch(name)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
 	for {
 		lv, err := s.getLV(ctx, name)
 		if err == nil && lv.Status.ObservedGeneration == lv.Generation {
@@ -169,7 +177,7 @@ func (s *ControllerServer) waitReady(ctx context.Context, name string, done func
 				return lv, nil
 			}
 			if c := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
-				return lv, status.Error(codeOf(c.Reason), c.Message)
+				return lv, status.Error(codeFor(c.Reason), c.Message)
 			}
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -178,7 +186,7 @@ func (s *ControllerServer) waitReady(ctx context.Context, name string, done func
 		select {
 		case <-ctx.Done():
 			return nil, status.Errorf(codes.DeadlineExceeded, "LogicalVolume %s: the node agent has not reported yet", name)
-		case <-time.After(poll):
+		case <-wake:
 		}
 	}
 }
@@ -207,9 +215,9 @@ var reasonCodes = map[string]codes.Code{
 	thinlvmv1.ReasonLVMFailed:         codes.Internal,
 }
 
-// codeOf is the code for a Failed condition's reason; Internal for a
+// codeFor is the code for a Failed condition's reason; Internal for a
 // reason this controller does not know (a newer node agent's).
-func codeOf(reason string) codes.Code {
+func codeFor(reason string) codes.Code {
 	if c, ok := reasonCodes[reason]; ok {
 		return c
 	}
@@ -221,7 +229,11 @@ func codeOf(reason string) codes.Code {
 func (s *ControllerServer) waitGone(ctx context.Context, name string) error {
 	ctx, cancel := s.waitContext(ctx)
 	defer cancel()
-	poll := s.pollInterval()
+	wake, stop, err := s.watch(name)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	for {
 		_, err := s.getLV(ctx, name)
 		if apierrors.IsNotFound(err) {
@@ -230,7 +242,7 @@ func (s *ControllerServer) waitGone(ctx context.Context, name string) error {
 		select {
 		case <-ctx.Done():
 			return status.Errorf(codes.DeadlineExceeded, "LogicalVolume %s: its node agent has not removed the LV yet", name)
-		case <-time.After(poll):
+		case <-wake:
 		}
 	}
 }

@@ -68,8 +68,12 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	srv = &controllercsi.ControllerServer{Client: mgr.GetClient(), Timeout: 20 * time.Second}
+	if err := srv.SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	go func() { _ = mgr.Start(ctx) }()
-	srv = &controllercsi.ControllerServer{Client: mgr.GetClient(), Poll: 20 * time.Millisecond, Timeout: 20 * time.Second}
 	// LVMNodes as the publisher would write them: n1 has 10Gi, n2 100Gi,
 	// n3 2Gi available.
 	for n, avail := range map[string]string{"n1": "10Gi", "n2": "100Gi", "n3": "2Gi"} {

@@ -35,8 +35,8 @@ func TestCodeOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.reason, func(t *testing.T) {
-			if got := codeOf(tt.reason); got != tt.want {
-				t.Errorf("codeOf(%s) = %v, want %v", tt.reason, got, tt.want)
+			if got := codeFor(tt.reason); got != tt.want {
+				t.Errorf("codeFor(%s) = %v, want %v", tt.reason, got, tt.want)
 			}
 		})
 	}

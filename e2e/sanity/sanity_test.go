@@ -103,7 +103,11 @@ func TestCSISanity(t *testing.T) {
 	}
 	gs := grpc.NewServer()
 	csispec.RegisterIdentityServer(gs, &csiidentity.Server{Version: "sanity", Controller: true})
-	csispec.RegisterControllerServer(gs, &controllercsi.ControllerServer{Client: mgr.GetClient(), Poll: 50 * time.Millisecond})
+	controller := &controllercsi.ControllerServer{Client: mgr.GetClient()}
+	if err := controller.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	csispec.RegisterControllerServer(gs, controller)
 	csispec.RegisterNodeServer(gs, &nodeProxy{to: csispec.NewNodeClient(nodeConn)})
 	go func() { _ = gs.Serve(lis) }()
 	defer gs.Stop()
