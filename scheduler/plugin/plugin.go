@@ -207,6 +207,13 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		return err == nil && p.settled(r, ln)
 	})
 	state.Write(stateKey, d)
+	if logger := klog.FromContext(ctx).V(4); logger.Enabled() {
+		images := make([]string, 0, len(d.images))
+		for _, gi := range d.images {
+			images = append(images, gi.Name)
+		}
+		logger.Info("thinlvm demand", "pod", klog.KObj(pod), "bytes", d.bytes, "goldenImages", images, "sourceNode", d.sourceNode)
+	}
 	if d.sourceNode != "" {
 		return &fwk.PreFilterResult{NodeNames: sets.New(d.sourceNode)}, nil
 	}
@@ -439,7 +446,7 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod
 }
 
 // Reserve holds the pod's bytes on the node until its LVMNode shows them.
-func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Pod, node string) *fwk.Status {
+func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, node string) *fwk.Status {
 	d, st := demandFrom(state)
 	if st != nil || d == nil {
 		return st
@@ -455,12 +462,14 @@ func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Po
 		}
 	}
 	p.ledger.reserve(pod.UID, reservation{node: node, bytes: bytes, claims: d.claims})
+	klog.FromContext(ctx).V(4).Info("Reserved thinlvm bytes", "pod", klog.KObj(pod), "node", klog.KRef("", node), "bytes", bytes)
 	return nil
 }
 
 // Unreserve drops the pod's reservation.
-func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, node string) {
 	p.ledger.release(pod.UID)
+	klog.FromContext(ctx).V(4).Info("Released thinlvm reservation", "pod", klog.KObj(pod), "node", klog.KRef("", node))
 }
 
 // PreScore skips Score for a pod with no thinlvm demand in this cycle.
@@ -477,7 +486,7 @@ func (p *Plugin) PreScore(_ context.Context, state fwk.CycleState, _ *corev1.Pod
 
 // Score weighs free space (spread or bin-pack, per device class weights)
 // and golden-base locality.
-func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+func (p *Plugin) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
 	d, st := demandFrom(state)
 	if st != nil || d == nil {
 		return 0, st
@@ -511,7 +520,11 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, n
 	if len(d.images) > 0 {
 		locScore /= int64(len(d.images))
 	}
-	return combine(capScore, locScore, p.args.CapacityWeight, p.args.LocalityWeight), nil
+	score := combine(capScore, locScore, p.args.CapacityWeight, p.args.LocalityWeight)
+	if logger := klog.FromContext(ctx).V(5); logger.Enabled() {
+		logger.Info("thinlvm score", "pod", klog.KObj(pod), "node", klog.KRef("", node), "capacity", capScore, "locality", locScore, "score", score)
+	}
+	return score, nil
 }
 
 // poolCapacity is the most a device class can ever hold: its pool times
