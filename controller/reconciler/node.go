@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -78,7 +79,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err := r.Client.Patch(ctx, node, patch); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove node finalizer: %w", err)
 	}
-	log.FromContext(ctx).Info("volumes of deleted node cleaned up", "node", node.Name)
+	log.FromContext(ctx).Info("volumes of deleted node cleaned up", "node", klog.KObj(node))
 	return ctrl.Result{}, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -225,7 +226,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if current != nil {
 		// Writable and nobody writing it: a population was cut off.
 		// Thin LVs read zeros only when new, so it is made again.
-		log.FromContext(ctx).Info("removing a base left half-written", "image", name, "lv", current.GetName())
+		log.FromContext(ctx).Info("removing a base left half-written", "goldenImage", klog.KRef("", name), "lv", current.GetName())
 		if err := r.removeAll(ctx, name, []*pb.LogicalVolume{current}, gi); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -278,7 +279,7 @@ func (r *Reconciler) removeAll(ctx context.Context, name string, bases []*pb.Log
 		if _, err := r.LVMD.RemoveLV(ctx, &pb.RemoveLVRequest{Name: b.GetName(), DeviceClass: b.GetDeviceClass()}); err != nil && status.Code(err) != codes.NotFound {
 			return fmt.Errorf("remove base %s of %s: %w", b.GetName(), name, err)
 		}
-		log.FromContext(ctx).Info("golden base removed", "image", name, "lv", b.GetName())
+		log.FromContext(ctx).Info("golden base removed", "goldenImage", klog.KRef("", name), "lv", b.GetName())
 	}
 	if gi == nil {
 		r.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -145,7 +146,7 @@ func (p *Publisher) publish(ctx context.Context, resp *pb.GetCapacityResponse) e
 	p.mu.Lock()
 	p.writes++
 	p.mu.Unlock()
-	log.FromContext(ctx).V(2).Info("LVMNode status written", "node", p.NodeName, "generation", resp.GetGeneration())
+	log.FromContext(ctx).V(2).Info("LVMNode status written", "node", klog.KRef("", p.NodeName), "generation", resp.GetGeneration())
 	return nil
 }
 
