@@ -12,17 +12,13 @@ import (
 
 	csispec "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/thinlvm/thinlvm/api/csiidentity"
-	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
-	"github.com/thinlvm/thinlvm/cmd/internal/securemetrics"
+	"github.com/thinlvm/thinlvm/cmd/internal/manager"
 	"github.com/thinlvm/thinlvm/controller/csi"
 	"github.com/thinlvm/thinlvm/controller/reconciler"
 )
@@ -65,27 +61,13 @@ func run(o options) error {
 	logger := klog.Background()
 	ctrl.SetLogger(logger)
 	ctx := ctrl.SetupSignalHandler()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
+	mo := manager.Options{MetricsAddress: o.metricsAddress, MetricsSecure: o.metricsSecure, ProbeAddress: o.probeAddress}
+	if o.leaderElect {
+		mo.LeaderElectionID, mo.LeaderElectionNamespace = "thinlvm-controller", o.leaderNS
 	}
-	if err := thinlvmv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	cfg, err := ctrl.GetConfig()
+	mgr, err := manager.New(mo)
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 securemetrics.Options(o.metricsAddress, o.metricsSecure, nil),
-		HealthProbeBindAddress:  o.probeAddress,
-		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "thinlvm-controller",
-		LeaderElectionNamespace: o.leaderNS,
-	})
-	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
+		return err
 	}
 	if o.nodeCleanup {
 		if err := (&reconciler.NodeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
@@ -109,9 +91,6 @@ func run(o options) error {
 		csispec.RegisterIdentityServer(s, identity)
 		csispec.RegisterControllerServer(s, controller)
 	}}); err != nil {
-		return err
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("cache", func(req *http.Request) error {

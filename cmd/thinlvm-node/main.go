@@ -17,16 +17,12 @@ import (
 
 	csispec "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/thinlvm/thinlvm/api/csiidentity"
-	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
-	"github.com/thinlvm/thinlvm/cmd/internal/securemetrics"
+	"github.com/thinlvm/thinlvm/cmd/internal/manager"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/csi"
 	"github.com/thinlvm/thinlvm/node/golden"
@@ -110,24 +106,10 @@ func run(o options) error {
 		return csiServer.Start(ctx)
 	}
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := thinlvmv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	cfg, err := ctrl.GetConfig()
+	mgr, err := manager.New(manager.Options{MetricsAddress: o.metricsAddress, MetricsSecure: o.metricsSecure,
+		MetricsExtra: lvmdMetricsHandler(o.lvmdMetrics), ProbeAddress: o.probeAddress})
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                securemetrics.Options(o.metricsAddress, o.metricsSecure, lvmdMetricsHandler(o.lvmdMetrics)),
-		HealthProbeBindAddress: o.probeAddress,
-	})
-	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
+		return err
 	}
 	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, RetryAfter: o.noSpaceRetryAfter}).SetupWithManager(mgr); err != nil {
 		return err
@@ -146,9 +128,6 @@ func run(o options) error {
 		return err
 	}
 	if err := mgr.Add(csiServer); err != nil {
-		return err
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
 	logger.Info("thinlvm-node starting", "version", version)
