@@ -115,6 +115,22 @@ func (s *NodeServer) lock(id string) (unlock func(), err error) {
 	return func() { s.locks.unlock(id) }, nil
 }
 
+// withLV runs f on the LV of volume id with the volume's lock held: the
+// preamble of the calls that change a volume. A busy volume is Aborted, an
+// unknown one NotFound, before f runs.
+func (s *NodeServer) withLV(ctx context.Context, id string, f func(lv *pb.LogicalVolume) error) error {
+	unlock, err := s.lock(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	lv, err := s.findLV(ctx, id)
+	if err != nil {
+		return err
+	}
+	return f(lv)
+}
+
 // NodePublishVolume implements csi.NodeServer. Filesystem volumes are
 // formatted on first use and mounted at the target; a filesystem smaller
 // than its LV (a clone made larger than its source) is grown. Block volumes
@@ -128,32 +144,29 @@ func (s *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if err := checkCapability(capability); err != nil {
 		return nil, err
 	}
-	unlock, err := s.lock(id)
+	err := s.withLV(ctx, id, func(lv *pb.LogicalVolume) error {
+		readOnly := req.GetReadonly() || capability.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
+		if lv.GetReadOnly() && !readOnly {
+			return status.Errorf(codes.FailedPrecondition, "volume %s is a read-only LV: publish it read-only", id)
+		}
+		if capability.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER {
+			elsewhere, err := publishedElsewhere(lv.GetDevicePath(), target)
+			if err != nil {
+				return status.Errorf(codes.Internal, "check where volume %s is published: %v", id, err)
+			}
+			if elsewhere != "" {
+				return status.Errorf(codes.FailedPrecondition, "volume %s is single-writer and already published at %s", id, elsewhere)
+			}
+		}
+		if capability.GetBlock() != nil {
+			return s.publishBlock(lv, target, readOnly)
+		}
+		return s.publishMount(lv, target, capability.GetMount(), readOnly)
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	lv, err := s.findLV(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	readOnly := req.GetReadonly() || capability.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
-	if lv.GetReadOnly() && !readOnly {
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is a read-only LV: publish it read-only", id)
-	}
-	if capability.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER {
-		elsewhere, err := publishedElsewhere(lv.GetDevicePath(), target)
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "check where volume %s is published: %v", id, err)
-		}
-		if elsewhere != "" {
-			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is single-writer and already published at %s", id, elsewhere)
-		}
-	}
-	if capability.GetBlock() != nil {
-		return &csi.NodePublishVolumeResponse{}, s.publishBlock(lv, target, readOnly)
-	}
-	return &csi.NodePublishVolumeResponse{}, s.publishMount(lv, target, capability.GetMount(), readOnly)
+	return &csi.NodePublishVolumeResponse{}, nil
 }
 
 func (s *NodeServer) publishBlock(lv *pb.LogicalVolume, target string, readOnly bool) error {
@@ -380,33 +393,32 @@ func (s *NodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVo
 	if err := requireIDs(id, path, "volume_path"); err != nil {
 		return nil, err
 	}
-	unlock, err := s.lock(id)
+	var size int64
+	err := s.withLV(ctx, id, func(lv *pb.LogicalVolume) error {
+		size = int64(lv.GetSizeBytes())
+		if req.GetCapacityRange().GetRequiredBytes() > size {
+			return status.Errorf(codes.OutOfRange, "volume %s is %d bytes, less than the %d requested: expand it on the controller first",
+				id, size, req.GetCapacityRange().GetRequiredBytes())
+		}
+		block, err := isBlock(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return status.Errorf(codes.NotFound, "volume path %s does not exist", path)
+		}
+		if err != nil {
+			return status.Errorf(codes.Internal, "stat %s: %v", path, err)
+		}
+		if block || req.GetVolumeCapability().GetBlock() != nil {
+			return nil
+		}
+		if _, err := s.resizer.Resize(lv.GetDevicePath(), path); err != nil {
+			return status.Errorf(codes.Internal, "grow filesystem of %s at %s: %v", lv.GetDevicePath(), path, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	lv, err := s.findLV(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if req.GetCapacityRange().GetRequiredBytes() > int64(lv.GetSizeBytes()) {
-		return nil, status.Errorf(codes.OutOfRange, "volume %s is %d bytes, less than the %d requested: expand it on the controller first",
-			id, lv.GetSizeBytes(), req.GetCapacityRange().GetRequiredBytes())
-	}
-	block, err := isBlock(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, status.Errorf(codes.NotFound, "volume path %s does not exist", path)
-	}
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "stat %s: %v", path, err)
-	}
-	if block || req.GetVolumeCapability().GetBlock() != nil {
-		return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(lv.GetSizeBytes())}, nil
-	}
-	if _, err := s.resizer.Resize(lv.GetDevicePath(), path); err != nil {
-		return nil, status.Errorf(codes.Internal, "grow filesystem of %s at %s: %v", lv.GetDevicePath(), path, err)
-	}
-	return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(lv.GetSizeBytes())}, nil
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil
 }
 
 // NodeGetVolumeStats implements csi.NodeServer: bytes and inodes of a
