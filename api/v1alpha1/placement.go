@@ -22,17 +22,27 @@ func (s *LVMNodeStatus) DeviceClass(name string) *DeviceClassStatus {
 	return nil
 }
 
-// BaseState is the state of image's base on the node, "" when the node
-// reports none. An entry counts only when both its name and its LV
-// (BaseLVName, from the UID) are image's: a base left by a deleted
-// GoldenImage of the same name is never taken for the current one's.
-func (s *LVMNodeStatus) BaseState(image *GoldenImage) GoldenBaseState {
-	for _, b := range s.GoldenBases {
+// Base is the node's report of image's base, nil when there is none. An
+// entry counts only when both its name and its LV (BaseLVName, from the
+// UID) are image's: a base left by a deleted GoldenImage of the same name
+// is never taken for the current one's.
+func (s *LVMNodeStatus) Base(image *GoldenImage) *GoldenBaseStatus {
+	for i := range s.GoldenBases {
+		b := &s.GoldenBases[i]
 		// The LV's name is built only for an entry of image's name: the
 		// scheduler asks for every node of every cycle.
 		if b.Name == image.Name && b.LV == BaseLVName(image) {
-			return b.State
+			return b
 		}
+	}
+	return nil
+}
+
+// BaseState is the state of image's base on the node (Base), "" when the
+// node reports none.
+func (s *LVMNodeStatus) BaseState(image *GoldenImage) GoldenBaseState {
+	if b := s.Base(image); b != nil {
+		return b.State
 	}
 	return ""
 }

@@ -86,19 +86,18 @@ func (r *GoldenImageReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	st.LastError = gi.Status.LastError
 	var failures []string
 	for _, n := range nodes.Items {
-		for _, b := range n.Status.GoldenBases {
-			if b.Name != gi.Name || b.LV != thinlvmv1.BaseLVName(gi) {
-				continue
-			}
-			switch b.State {
-			case thinlvmv1.GoldenBaseReady:
-				st.ReadyNodes++
-			case thinlvmv1.GoldenBasePopulating:
-				st.PopulatingNodes++
-			case thinlvmv1.GoldenBaseFailed:
-				st.FailedNodes++
-				failures = append(failures, fmt.Sprintf("node %s: %s", n.Name, b.Message))
-			}
+		b := n.Status.Base(gi)
+		if b == nil {
+			continue
+		}
+		switch b.State {
+		case thinlvmv1.GoldenBaseReady:
+			st.ReadyNodes++
+		case thinlvmv1.GoldenBasePopulating:
+			st.PopulatingNodes++
+		case thinlvmv1.GoldenBaseFailed:
+			st.FailedNodes++
+			failures = append(failures, fmt.Sprintf("node %s: %s", n.Name, b.Message))
 		}
 	}
 	if len(failures) > 0 {

@@ -263,14 +263,12 @@ func (r *LogicalVolumeReconciler) baseLV(ctx context.Context, lv *thinlvmv1.Logi
 	}
 	ln := &thinlvmv1.LVMNode{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, ln); err == nil {
-		for _, b := range ln.Status.GoldenBases {
-			switch {
-			case b.Name != name || b.LV != thinlvmv1.BaseLVName(gi):
-			case b.State == thinlvmv1.GoldenBaseFailed:
-				return nil, refuse(thinlvmv1.ReasonBaseFailed, "golden base of %s failed on node %s: %s", name, r.NodeName, b.Message)
-			case b.State == thinlvmv1.GoldenBasePopulating:
-				return nil, &waitingForBase{fmt.Sprintf("waiting for the golden base of %s: %d of %d bytes downloaded", name, b.BytesDone, b.BytesTotal)}
-			}
+		switch b := ln.Status.Base(gi); {
+		case b == nil:
+		case b.State == thinlvmv1.GoldenBaseFailed:
+			return nil, refuse(thinlvmv1.ReasonBaseFailed, "golden base of %s failed on node %s: %s", name, r.NodeName, b.Message)
+		case b.State == thinlvmv1.GoldenBasePopulating:
+			return nil, &waitingForBase{fmt.Sprintf("waiting for the golden base of %s: %d of %d bytes downloaded", name, b.BytesDone, b.BytesTotal)}
 		}
 	}
 	return nil, &waitingForBase{fmt.Sprintf("waiting for the golden base of %s to be made on node %s", name, r.NodeName)}
