@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -290,6 +292,9 @@ func TestHalfWrittenBaseIsRemade(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := thinlvmv1.BaseLVName(gi)
+	// Until the volume needs it, the agent would remove the base as
+	// unneeded before the test wrote into it: it cannot, for now.
+	lvmd.SetFail("RemoveLV", status.Error(codes.Unavailable, "held by the test"))
 	if _, err := lvmd.CreateLV(context.Background(), &pb.CreateLVRequest{Name: base, SizeBytes: 1 << 20, Tags: []string{thinlvmv1.BaseTagPrefix + "interrupted"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -304,6 +309,7 @@ func TestHalfWrittenBaseIsRemade(t *testing.T) {
 	}
 	f.Close()
 	newVolume(t, "interrupted-disk", "interrupted")
+	lvmd.SetFail("RemoveLV", nil)
 	eventually(t, "the volume Ready", func() bool {
 		return meta.IsStatusConditionTrue(volume(t, "interrupted-disk").Status.Conditions, thinlvmv1.ConditionReady)
 	})

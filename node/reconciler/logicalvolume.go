@@ -268,7 +268,10 @@ func (r *LogicalVolumeReconciler) baseLV(ctx context.Context, lv *thinlvmv1.Logi
 		case b.State == thinlvmv1.GoldenBaseFailed:
 			return nil, refuse(thinlvmv1.ReasonBaseFailed, "golden base of %s failed on node %s: %s", name, r.NodeName, b.Message)
 		case b.State == thinlvmv1.GoldenBasePopulating:
-			return nil, &waitingForBase{fmt.Sprintf("waiting for the golden base of %s: %d of %d bytes downloaded", name, b.BytesDone, b.BytesTotal)}
+			// The progress is in the LVMNode and the GoldenImage: copied
+			// into every waiting volume it would cost a write per volume
+			// per progress report.
+			return nil, &waitingForBase{fmt.Sprintf("waiting for the golden base of %s: populating on node %s (progress in LVMNode %s)", name, r.NodeName, r.NodeName)}
 		}
 	}
 	return nil, &waitingForBase{fmt.Sprintf("waiting for the golden base of %s to be made on node %s", name, r.NodeName)}
