@@ -7,6 +7,7 @@ import (
 
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
@@ -15,14 +16,50 @@ import (
 // informer behind the client's cache sees it change: a wait reads the
 // object again only then, and answers as soon as the node agent reported.
 type changes struct {
+	informers cache.Informers
+
+	// subscribed is set once the handler is on the informer; guarded by
+	// subMu, which is never held with mu.
+	subMu      sync.Mutex
+	subscribed bool
+
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
+}
+
+// subscribe puts the handler on the LogicalVolume informer, once. It is
+// done at the first wait, not at set-up: an informer known at start would
+// make the manager wait for its sync before it serves CSI, and the
+// provisioner gives up on a socket that does not answer within a second.
+func (c *changes) subscribe(ctx context.Context) error {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	if c.subscribed {
+		return nil
+	}
+	inf, err := c.informers.GetInformer(ctx, &thinlvmv1.LogicalVolume{})
+	if err != nil {
+		return fmt.Errorf("LogicalVolume informer: %w", err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    c.notify,
+		UpdateFunc: func(_, obj any) { c.notify(obj) },
+		DeleteFunc: c.notify,
+	})
+	if err != nil {
+		return fmt.Errorf("watch LogicalVolumes: %w", err)
+	}
+	c.subscribed = true
+	return nil
 }
 
 // watch returns a channel that receives after each change of the
 // LogicalVolume name, and the function that ends the watch. A caller
 // watches before it reads the object, so that no change is missed.
-func (c *changes) watch(name string) (<-chan struct{}, func()) {
+func (c *changes) watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	if err := c.subscribe(ctx); err != nil {
+		return nil, nil, err
+	}
 	ch := make(chan struct{}, 1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -40,7 +77,7 @@ func (c *changes) watch(name string) (<-chan struct{}, func()) {
 		if len(c.waiters[name]) == 0 {
 			delete(c.waiters, name)
 		}
-	}
+	}, nil
 }
 
 // notify wakes the watchers of name; a watcher not yet back from its last
@@ -63,23 +100,11 @@ func (c *changes) notify(obj any) {
 	}
 }
 
-// SetupWithManager subscribes the server's waits to the manager's
+// SetupWithManager makes the server's waits follow the manager's
 // LogicalVolume informer, whose cache the server's Client reads: the
 // informer updates its cache before it calls its handlers, so a woken wait
 // reads the change. Call it before the manager starts.
 func (s *ControllerServer) SetupWithManager(mgr ctrl.Manager) error {
-	inf, err := mgr.GetCache().GetInformer(context.Background(), &thinlvmv1.LogicalVolume{})
-	if err != nil {
-		return fmt.Errorf("LogicalVolume informer: %w", err)
-	}
-	s.changes = &changes{}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    s.changes.notify,
-		UpdateFunc: func(_, obj any) { s.changes.notify(obj) },
-		DeleteFunc: s.changes.notify,
-	})
-	if err != nil {
-		return fmt.Errorf("watch LogicalVolumes: %w", err)
-	}
+	s.changes = &changes{informers: mgr.GetCache()}
 	return nil
 }

@@ -150,11 +150,14 @@ func (s *ControllerServer) getLV(ctx context.Context, name string) (*thinlvmv1.L
 
 // watch subscribes to the changes of the LogicalVolume name, before a
 // wait's first read.
-func (s *ControllerServer) watch(name string) (<-chan struct{}, func(), error) {
+func (s *ControllerServer) watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	if s.changes == nil {
 		return nil, nil, status.Error(codes.Internal, "the controller does not watch LogicalVolumes: SetupWithManager was not called")
 	}
-	wake, stop := s.changes.watch(name)
+	wake, stop, err := s.changes.watch(ctx, name)
+	if err != nil {
+		return nil, nil, status.Errorf(codes.Unavailable, "%v", err)
+	}
 	return wake, stop, nil
 }
 
@@ -165,7 +168,7 @@ func (s *ControllerServer) watch(name string) (<-chan struct{}, func(), error) {
 func (s *ControllerServer) waitReady(ctx context.Context, name string, done func(*thinlvmv1.LogicalVolume) bool) (*thinlvmv1.LogicalVolume, error) {
 	ctx, cancel := s.waitContext(ctx)
 	defer cancel()
-	wake, stop, err := s.watch(name)
+	wake, stop, err := s.watch(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +232,7 @@ func codeFor(reason string) codes.Code {
 func (s *ControllerServer) waitGone(ctx context.Context, name string) error {
 	ctx, cancel := s.waitContext(ctx)
 	defer cancel()
-	wake, stop, err := s.watch(name)
+	wake, stop, err := s.watch(ctx, name)
 	if err != nil {
 		return err
 	}
