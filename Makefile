@@ -62,12 +62,12 @@ build: ## Build the binaries into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: test-unit test-fuzz test-lvm sanity e2e ## Run all tests: unit and envtest, short fuzzing, real-LVM, csi-sanity, end-to-end.
+test: test-unit test-fuzz test-images test-lvm sanity e2e ## Run all tests: unit and envtest, short fuzzing, images, real-LVM, csi-sanity, end-to-end.
 
 .PHONY: test-unit
 test-unit: lvmvm-image ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
-	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e/)
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e/ -e /deploy/images)
 
 # go test fuzzes one target per package per run. The budgets are execution
 # counts, about 10s each here: with a -fuzztime duration, runs with no
@@ -81,6 +81,22 @@ test-fuzz: ## Short fuzz runs (about 10s each) of the parsers and validators, se
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 50000x ./lvmd/config/
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -fuzz '^FuzzImageHeader$$' -fuzztime 20000x ./node/golden/
+
+# The images: OCI layout in bin/images; PUSH=<registry>/<repo> also pushes
+# them (<repo>/<name>:<tag>). The node images' Debian packages are pinned in
+# deploy/images/*.packages and cached in the user cache directory.
+PUSH ?=
+.PHONY: images
+images: ## Build the container images (OCI layout in bin/images), reproducibly; PUSH=<registry>/<repo> pushes them.
+	$(GO) run ./deploy/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH))
+
+.PHONY: images-pin
+images-pin: ## Re-pin the node images' Debian packages to what the machine's apt sources offer now.
+	$(GO) run ./deploy/images -pin
+
+.PHONY: test-images
+test-images: images ## The images: reproducible digests, push and pull, every program starts from the image's own files.
+	$(GO) test -count=1 -timeout 20m ./deploy/images/
 
 .PHONY: k8s-bin
 k8s-bin: ## Build (cached) etcd and kube-apiserver from Go modules.

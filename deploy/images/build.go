@@ -1,0 +1,212 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// defaultTag is the tag deploy/kustomization.yaml names.
+const defaultTag = "v0.1.0"
+
+// nonRoot is the user of the images whose component needs no privilege
+// (distroless's "nonroot").
+const nonRoot = "65532:65532"
+
+// spec is one image.
+type spec struct {
+	// name is the image's and its binary's name (cmd/<name>).
+	name string
+	// packages names the list of Debian packages it carries
+	// (<packages>.packages), "" for none; roots are what the list is
+	// resolved from (-pin), with their dependencies.
+	packages string
+	roots    []string
+	// user runs the entrypoint; "" for root.
+	user string
+}
+
+// specs are thinlvm's images. lvmd runs lvm2 and the node agent mkfs,
+// mount, xfs_growfs and qemu-img, as root: they need the host's devices.
+var specs = []spec{
+	{name: "thinlvm-controller", user: nonRoot},
+	{name: "thinlvm-scheduler", user: nonRoot},
+	{name: "thinlvm-lvmd", packages: "lvmd", roots: []string{"lvm2", "thin-provisioning-tools"}},
+	{name: "thinlvm-node", packages: "node", roots: []string{"e2fsprogs", "xfsprogs", "util-linux", "mount", "qemu-utils", "ca-certificates"}},
+}
+
+type built struct {
+	spec  spec
+	image v1.Image
+}
+
+// buildAll builds every image: the binaries, then their layers.
+func buildAll(ctx context.Context, packagesDir, debDir, tag string) ([]built, error) {
+	tmp, err := os.MkdirTemp("", "thinlvm-images")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	var out []built
+	for _, s := range specs {
+		bin := filepath.Join(tmp, s.name)
+		if err := goBuild(ctx, "./cmd/"+s.name, bin); err != nil {
+			return nil, err
+		}
+		var debs []string
+		if s.packages != "" {
+			pkgs, err := readPackages(filepath.Join(packagesDir, s.packages+".packages"))
+			if err != nil {
+				return nil, err
+			}
+			if debs, err = download(ctx, debDir, pkgs); err != nil {
+				return nil, err
+			}
+		}
+		img, err := image(s, bin, debs, tag)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", s.name, err)
+		}
+		out = append(out, built{spec: s, image: img})
+	}
+	return out, nil
+}
+
+// goBuild builds a static linux/amd64 binary; -trimpath and the module's
+// own version stamps keep it the same from build to build.
+func goBuild(ctx context.Context, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %s: %w", pkg, err)
+	}
+	return nil
+}
+
+// image assembles one image: the packages' files (one layer), then the
+// binary at /usr/local/bin/<name> (one layer), run as the entrypoint.
+func image(s spec, bin string, debs []string, tag string) (v1.Image, error) {
+	var layers []v1.Layer
+	if len(debs) > 0 {
+		var files []file
+		for _, d := range debs {
+			f, err := debFiles(d)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, f...)
+		}
+		l, err := layer(files)
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, l)
+	}
+	exe, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	l, err := layer([]file{
+		{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "usr/local/bin/", Mode: 0o755}},
+		{hdr: tar.Header{Typeflag: tar.TypeReg, Name: "usr/local/bin/" + s.name, Mode: 0o755}, data: exe},
+		{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	layers = append(layers, l)
+	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layers...)
+	if err != nil {
+		return nil, err
+	}
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture, cf.OS = "amd64", "linux"
+	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
+	cf.Config.Entrypoint = []string{"/usr/local/bin/" + s.name}
+	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	cf.Config.User = s.user
+	cf.Config.WorkingDir = "/"
+	cf.Config.Labels = map[string]string{
+		"org.opencontainers.image.title":    s.name,
+		"org.opencontainers.image.version":  tag,
+		"org.opencontainers.image.source":   "https://github.com/thinlvm/thinlvm",
+		"org.opencontainers.image.licenses": "Apache-2.0",
+	}
+	return mutate.ConfigFile(img, cf)
+}
+
+// file is one entry of a layer.
+type file struct {
+	hdr  tar.Header
+	data []byte
+}
+
+// layer makes a reproducible layer of files: sorted by name, the last of
+// a name winning (as a later package's file overwrites an earlier one's),
+// owned by root, every time the epoch.
+func layer(files []file) (v1.Layer, error) {
+	byName := map[string]file{}
+	for _, f := range files {
+		f.hdr.Name = path.Clean(f.hdr.Name)
+		if f.hdr.Typeflag == tar.TypeDir {
+			f.hdr.Name += "/"
+		}
+		if prev, ok := byName[f.hdr.Name]; ok && prev.hdr.Typeflag == tar.TypeDir && f.hdr.Typeflag == tar.TypeDir {
+			continue // the first package's directory mode stands
+		}
+		byName[f.hdr.Name] = f
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, n := range names {
+		f := byName[n]
+		h := f.hdr
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		h.ModTime, h.AccessTime, h.ChangeTime = time.Unix(0, 0), time.Time{}, time.Time{}
+		h.Format = tar.FormatPAX
+		h.PAXRecords = nil
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(f.data))
+		}
+		if err := tw.WriteHeader(&h); err != nil {
+			return nil, fmt.Errorf("layer entry %s: %w", n, err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(f.data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	data := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"sigs.k8s.io/yaml"
+)
+
+// These tests build the images from this checkout: run them from the
+// module root's `make test-images`, after `make images` filled the .deb
+// cache (they download nothing themselves when it is full).
+
+var (
+	once     sync.Once
+	images   []built
+	buildErr error
+)
+
+func buildOnce(t *testing.T) []built {
+	t.Helper()
+	once.Do(func() {
+		root, err := filepath.Abs("../..")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		if err := os.Chdir(root); err != nil { // go build ./cmd/...
+			buildErr = err
+			return
+		}
+		images, buildErr = buildAll(context.Background(), "deploy/images", debCache(t), defaultTag)
+	})
+	if buildErr != nil {
+		t.Fatalf("build the images: %v", buildErr)
+	}
+	return images
+}
+
+func debCache(t *testing.T) string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "thinlvm", "debs")
+}
+
+func digests(t *testing.T, bs []built) map[string]v1.Hash {
+	t.Helper()
+	out := map[string]v1.Hash{}
+	for _, b := range bs {
+		d, err := b.image.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[b.spec.name] = d
+	}
+	return out
+}
+
+// Two builds from the same tree give the same digests.
+func TestReproducible(t *testing.T) {
+	first := digests(t, buildOnce(t))
+	again, err := buildAll(context.Background(), "deploy/images", debCache(t), defaultTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := digests(t, again)
+	if len(first) != len(specs) {
+		t.Fatalf("%d images, want %d", len(first), len(specs))
+	}
+	for n, d := range first {
+		if second[n] != d {
+			t.Errorf("%s: digest %s, then %s", n, d, second[n])
+		}
+	}
+}
+
+// The images push to a registry (go-containerregistry's, in this process,
+// on loopback) and pull back the same; the layout names them with the tag
+// deploy/kustomization.yaml installs.
+func TestPushAndLayout(t *testing.T) {
+	bs := buildOnce(t)
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	prefix := strings.TrimPrefix(srv.URL, "http://") + "/thinlvm"
+	for _, b := range bs {
+		ref := prefix + "/" + b.spec.name + ":" + defaultTag
+		if err := push(context.Background(), ref, b.image, true); err != nil {
+			t.Fatal(err)
+		}
+		r, err := name.ParseReference(ref, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := remote.Image(r)
+		if err != nil {
+			t.Fatalf("pull %s: %v", ref, err)
+		}
+		want, _ := b.image.Digest()
+		if d, _ := got.Digest(); d != want {
+			t.Errorf("%s: pulled %s, pushed %s", ref, d, want)
+		}
+	}
+
+	kust, err := os.ReadFile("deploy/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Images []struct{ Name, NewName, NewTag string }
+	}
+	if err := yaml.Unmarshal(kust, &k); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		found := false
+		for _, i := range k.Images {
+			if i.Name == s.name {
+				found = true
+				if i.NewTag != defaultTag || !strings.HasSuffix(i.NewName, "/"+s.name) {
+					t.Errorf("deploy installs %s as %s:%s, the build makes %s:%s", s.name, i.NewName, i.NewTag, s.name, defaultTag)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("deploy/kustomization.yaml does not name image %s", s.name)
+		}
+	}
+	dir := t.TempDir()
+	if err := writeLayout(dir, bs); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		if !strings.Contains(string(idx), `"`+s.name+":"+defaultTag+`"`) {
+			t.Errorf("the layout's index does not name %s:%s", s.name, defaultTag)
+		}
+	}
+}
+
+// What each image's container runs starts from the image's own files: the
+// binaries find their shared libraries (run in a chroot of the unpacked
+// image, as a container runtime would), the entrypoint is the component.
+func TestImagesRun(t *testing.T) {
+	bs := buildOnce(t)
+	checks := map[string][][]string{
+		"thinlvm-controller": {{"/usr/local/bin/thinlvm-controller", "--help"}},
+		"thinlvm-scheduler":  {{"/usr/local/bin/thinlvm-scheduler", "--help"}},
+		"thinlvm-lvmd": {{"/usr/local/bin/thinlvm-lvmd", "--help"}, {"/sbin/lvm", "version"}, {"/usr/sbin/thin_check", "-V"},
+			{"/sbin/dmsetup", "--version"}},
+		"thinlvm-node": {{"/usr/local/bin/thinlvm-node", "--help"}, {"/sbin/mkfs.ext4", "-V"}, {"/sbin/resize2fs", "-h"},
+			{"/sbin/mkfs.xfs", "-V"}, {"/usr/sbin/xfs_growfs", "-V"}, {"/usr/bin/qemu-img", "--version"},
+			{"/bin/mount", "--version"}, {"/usr/bin/prlimit", "--version"}, {"/sbin/blkid", "-V"}},
+	}
+	for _, b := range bs {
+		t.Run(b.spec.name, func(t *testing.T) {
+			cf, err := b.image.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ep := cf.Config.Entrypoint; len(ep) != 1 || ep[0] != "/usr/local/bin/"+b.spec.name {
+				t.Errorf("entrypoint %v", ep)
+			}
+			if cf.Config.User != b.spec.user {
+				t.Errorf("user %q, want %q", cf.Config.User, b.spec.user)
+			}
+			root := t.TempDir()
+			if err := unpack(b.image, root); err != nil {
+				t.Fatal(err)
+			}
+			for _, argv := range checks[b.spec.name] {
+				cmd := exec.Command("chroot", append([]string{root}, argv...)...)
+				cmd.Env = cf.Config.Env
+				out, err := cmd.CombinedOutput()
+				var exit *exec.ExitError
+				// Go's flag packages exit 0 or 2 on --help, resize2fs -h
+				// exits 1: what fails here is a program that did not start.
+				if err != nil && (!errors.As(err, &exit) || len(out) == 0 || strings.Contains(string(out), "error while loading shared libraries")) {
+					t.Errorf("%v in the image: %v\n%s", argv, err, out)
+				}
+			}
+		})
+	}
+}
+
+// unpack writes an image's flattened file system to dir.
+func unpack(img v1.Image, dir string) error {
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(dir, filepath.Clean("/"+h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeSymlink:
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if err := os.Symlink(h.Linkname, p); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode)&0o7777)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, tr)
+			f.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// writeLayout writes the images to a fresh OCI image layout at dir, each
+// named in its index entry (org.opencontainers.image.ref.name) by
+// <name>:<tag>.
+func writeLayout(dir string, images []built) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	idx := mutate.IndexMediaType(empty.Index, "application/vnd.oci.image.index.v1+json")
+	for _, b := range images {
+		cf, err := b.image.ConfigFile()
+		if err != nil {
+			return err
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: b.image, Descriptor: v1.Descriptor{
+			Annotations: map[string]string{"org.opencontainers.image.ref.name": b.spec.name + ":" + cf.Config.Labels["org.opencontainers.image.version"]},
+			Platform:    &v1.Platform{OS: cf.OS, Architecture: cf.Architecture},
+		}})
+	}
+	if _, err := layout.Write(dir, idx); err != nil {
+		return fmt.Errorf("write image layout %s: %w", dir, err)
+	}
+	return nil
+}
+
+// push writes img to ref; insecure allows plain HTTP, for a registry on
+// this machine.
+func push(ctx context.Context, ref string, img v1.Image, insecure bool) error {
+	var opts []name.Option
+	if insecure {
+		opts = append(opts, name.Insecure)
+	}
+	r, err := name.ParseReference(ref, opts...)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	ropts := []remote.Option{remote.WithContext(ctx)}
+	if insecure {
+		ropts = append(ropts, remote.WithTransport(http.DefaultTransport))
+	} else {
+		ropts = append(ropts, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	}
+	if err := remote.Write(r, img, ropts...); err != nil {
+		return fmt.Errorf("push %s: %w", ref, err)
+	}
+	return nil
+}
