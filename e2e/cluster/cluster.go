@@ -40,6 +40,9 @@ type Options struct {
 	Dir string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// Progress, when set, is told each step Start begins (each binary it
+	// builds, then the processes it starts), one call at a time.
+	Progress func(Progress)
 }
 
 // Cluster is a running local control plane.
@@ -150,14 +153,16 @@ var k8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", 
 	"csi-provisioner", "csi-resizer", "csi-snapshotter", "snapshot-controller"}
 
 // Build builds (cached) the Kubernetes binaries and thinlvm's, returning
-// their directories.
-func Build(ctx context.Context, log io.Writer) (k8sBin, bin string, err error) {
+// their directories. It tells progress (not nil) each binary it starts to
+// build; build.sh's output goes to log unchanged.
+func Build(ctx context.Context, log io.Writer, progress func(Progress)) (k8sBin, bin string, err error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", "", err
 	}
+	progress(Progress{Step: "checking the cached Kubernetes binaries", Since: time.Now()})
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "e2e", "cluster", "build.sh"), k8sBinaries...)
-	cmd.Stderr = log
+	cmd.Stderr = &buildLog{log: log, progress: progress}
 	out, err := cmd.Output()
 	if err != nil {
 		return "", "", fmt.Errorf("build.sh: %w", err)
@@ -168,6 +173,7 @@ func Build(ctx context.Context, log io.Writer) (k8sBin, bin string, err error) {
 	if err != nil {
 		return "", "", err
 	}
+	progress(Progress{Step: "building thinlvm", N: buildComponents, Of: buildComponents, Since: time.Now()})
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/thinlvm-lvmd", "./cmd/thinlvm-node", "./cmd/thinlvm-controller",
 		"./cmd/thinlvm-scheduler", "./e2e/cluster/fakelvm")
 	build.Dir = root
@@ -185,6 +191,11 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if logw == nil {
 		logw = io.Discard
 	}
+	setLogger(logw)
+	progress := o.Progress
+	if progress == nil {
+		progress = func(Progress) {}
+	}
 	c = &Cluster{Dir: o.Dir, log: logw, CapacityPoll: 5 * time.Second}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "thinlvm-cluster-"); err != nil {
@@ -197,7 +208,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 			c.Stop()
 		}
 	}()
-	if c.K8sBin, c.Bin, err = Build(ctx, logw); err != nil {
+	if c.K8sBin, c.Bin, err = Build(ctx, logw, progress); err != nil {
 		return c, err
 	}
 	for _, d := range []string{"logs", "pki", "etcd"} {
@@ -225,6 +236,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 
 	t0 := time.Now()
+	progress(Progress{Step: "starting etcd and kube-apiserver", Since: t0})
 	if err := c.Run("etcd", nil, filepath.Join(c.K8sBin, "etcd"), "--name=e2e", "--data-dir="+filepath.Join(c.Dir, "etcd"),
 		"--listen-client-urls=http://127.0.0.1:"+strconv.Itoa(etcdPort), "--advertise-client-urls=http://127.0.0.1:"+strconv.Itoa(etcdPort),
 		"--listen-peer-urls=http://127.0.0.1:"+strconv.Itoa(peerPort), "--initial-advertise-peer-urls=http://127.0.0.1:"+strconv.Itoa(peerPort),
@@ -251,6 +263,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if c.Client, err = client.New(c.Config, client.Options{Scheme: Scheme}); err != nil {
 		return c, err
 	}
+	progress(Progress{Step: "starting controller-manager, scheduler, kwok", Since: time.Now()})
 	if err := c.Run("kube-controller-manager", nil, filepath.Join(c.K8sBin, "kube-controller-manager"),
 		"--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort), "--leader-elect=false",

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -58,11 +59,27 @@ var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "
 // step runs f, showing a spinner with the elapsed time while it works (on a
 // terminal; a line per step otherwise), then the time and f's detail.
 func step(what string, f func() (string, error)) error {
+	return stepProgress(what, func(func(cluster.Progress)) (string, error) { return f() })
+}
+
+// stepProgress is step for work that reports its progress (the control
+// plane's build): on a terminal the spinner's line shows the latest report
+// and its time in place of what; otherwise each report is a line.
+func stepProgress(what string, f func(report func(cluster.Progress)) (string, error)) error {
 	start := time.Now()
 	tty := isTerminal()
-	done := make(chan struct{})
+	var last atomic.Pointer[cluster.Progress]
+	report := func(p cluster.Progress) {
+		if tty {
+			last.Store(&p)
+			return
+		}
+		fmt.Printf("      %s\n", describe(p))
+	}
+	done, stopped := make(chan struct{}), make(chan struct{})
 	if tty {
 		go func() {
+			defer close(stopped)
 			t := time.NewTicker(100 * time.Millisecond)
 			defer t.Stop()
 			for i := 0; ; i++ {
@@ -70,15 +87,21 @@ func step(what string, f func() (string, error)) error {
 				case <-done:
 					return
 				case <-t.C:
-					fmt.Printf("\r  %s %-52s %6.1fs", spinner[i%len(spinner)], what, time.Since(start).Seconds())
+					label := what
+					if p := last.Load(); p != nil {
+						label = fit(progressLine(*p, time.Now()), labelWidth)
+					}
+					fmt.Printf("\r  %s %-*s %6.1fs", spinner[i%len(spinner)], labelWidth, label, time.Since(start).Seconds())
 				}
 			}
 		}()
 	} else {
+		close(stopped)
 		fmt.Printf("  … %s\n", what)
 	}
-	detail, err := f()
+	detail, err := f(report)
 	close(done)
+	<-stopped // the spinner's last line is drawn before it is cleared
 	mark := "✓"
 	if err != nil {
 		mark = "✗"
@@ -130,8 +153,8 @@ func run(ctx context.Context) (err error) {
 			k.Stop()
 		}
 	}()
-	if err := step("build (cached) and start the control plane", func() (string, error) {
-		k, err = cluster.Start(ctx, cluster.Options{})
+	if err := stepProgress("build (cached) and start the control plane", func(report func(cluster.Progress)) (string, error) {
+		k, err = cluster.Start(ctx, cluster.Options{Progress: report})
 		if err != nil {
 			return "", err
 		}
