@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/thinlvm/thinlvm/api/csiidentity"
 	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
@@ -121,7 +122,7 @@ func run(o options) error {
 	}
 	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: client, NodeName: o.nodeName,
 		Writer: &golden.Writer{QemuImg: qemuImg, ScratchDir: o.scratchDir}, Recorder: mgr.GetEventRecorder("thinlvm-node"),
-		RetryAfter: o.goldenRetry}).SetupWithManager(mgr); err != nil {
+		RetryAfter: o.goldenRetry, Metrics: golden.NewMetrics(ctrlmetrics.Registry)}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.Add(&lvmnode.Publisher{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, Interval: o.publishInterval}); err != nil {

@@ -52,6 +52,8 @@ type Reconciler struct {
 	// ProgressInterval is the least time between two progress writes to
 	// the LVMNode; default 2s.
 	ProgressInterval time.Duration
+	// Metrics, when set, counts the populations.
+	Metrics *Metrics
 
 	mu       sync.Mutex
 	pops     map[string]*population // by GoldenImage name
@@ -363,6 +365,7 @@ func (r *Reconciler) start(ctx context.Context, gi *thinlvmv1.GoldenImage) {
 			f.count++
 		}
 		r.mu.Unlock()
+		r.Metrics.observe(begin, err)
 		if err != nil {
 			logger.Error(err, "golden base population failed")
 			r.event(gi, corev1.EventTypeWarning, "PopulationFailed", "node %s: %v", r.NodeName, err)

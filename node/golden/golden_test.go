@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -45,7 +47,9 @@ var (
 	lvmd     *lvmdtest.LVMD
 	image    = bytes.Repeat([]byte("golden!\n"), 64<<10) // 512 KiB
 	requests atomic.Int32
-	imageURL string
+	// metricsRegistry holds the agent's golden-base metrics.
+	metricsRegistry = prometheus.NewRegistry()
+	imageURL        string
 )
 
 func TestMain(m *testing.M) {
@@ -107,7 +111,7 @@ func run(m *testing.M) int {
 	}
 	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: lvmd, NodeName: node,
 		Writer: &golden.Writer{Attempts: 1}, Recorder: mgr.GetEventRecorder("thinlvm-node"), RetryAfter: time.Hour,
-		ProgressInterval: 50 * time.Millisecond}).SetupWithManager(mgr); err != nil {
+		ProgressInterval: 50 * time.Millisecond, Metrics: golden.NewMetrics(metricsRegistry)}).SetupWithManager(mgr); err != nil {
 		return fail(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()
@@ -200,8 +204,11 @@ func TestConcurrentVolumesShareOnePopulation(t *testing.T) {
 	if got := requests.Load() - before; got != 1 {
 		t.Errorf("%d downloads, want 1", got)
 	}
+	if got := populations(t, "success"); got < 1 {
+		t.Errorf("thinlvm_node_golden_populations_total{result=success} is %v after a population", got)
+	}
 	b, ok := lvmd.LV(t, base)
-	if !ok || !b.GetReadOnly() || b.GetActive() || !contains(b.GetTags(), thinlvmv1.BaseTagPrefix+"ubuntu") {
+	if !ok || !b.GetReadOnly() || b.GetActive() || !slices.Contains(b.GetTags(), thinlvmv1.BaseTagPrefix+"ubuntu") {
 		t.Errorf("base %v, want read-only, inactive, tagged", b)
 	}
 	st, _ := baseState("ubuntu")
@@ -237,18 +244,34 @@ func TestConcurrentVolumesShareOnePopulation(t *testing.T) {
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
+// populations is the node agent's count of populations that ended with
+// result.
+func populations(t *testing.T, result string) float64 {
+	t.Helper()
+	families, err := metricsRegistry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "thinlvm_node_golden_populations_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
 		}
 	}
-	return false
+	t.Fatalf("no thinlvm_node_golden_populations_total{result=%q}", result)
+	return 0
 }
 
 // A checksum mismatch leaves no base, reports Failed, and fails the
 // waiting volume with BaseFailed (the controller then retries).
 func TestChecksumMismatchLeavesNoBase(t *testing.T) {
+	failed := populations(t, "failure")
 	gi := newImage(t, "corrupt", strings.Repeat("0", 64), nil)
 	newVolume(t, "corrupt-disk", "corrupt")
 	eventually(t, "the base Failed", func() bool {
@@ -257,6 +280,9 @@ func TestChecksumMismatchLeavesNoBase(t *testing.T) {
 	})
 	if _, ok := lvmd.LV(t, thinlvmv1.BaseLVName(gi)); ok {
 		t.Error("a half-written base is left")
+	}
+	if got := populations(t, "failure"); got <= failed {
+		t.Errorf("thinlvm_node_golden_populations_total{result=failure} is %v, was %v: the failure was not counted", got, failed)
 	}
 	eventually(t, "the volume Failed with BaseFailed", func() bool {
 		c := meta.FindStatusCondition(volume(t, "corrupt-disk").Status.Conditions, thinlvmv1.ConditionFailed)
