@@ -81,7 +81,8 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	controller := &csi.ControllerServer{Client: mgr.GetClient(), Timeout: o.waitTimeout, Metrics: csi.NewMetrics(ctrlmetrics.Registry)}
+	controller := &csi.ControllerServer{Client: mgr.GetClient(), Timeout: o.waitTimeout, Metrics: csi.NewMetrics(ctrlmetrics.Registry),
+		Recorder: mgr.GetEventRecorder("thinlvm-controller"), APIReader: mgr.GetAPIReader()}
 	if err := controller.SetupWithManager(mgr); err != nil {
 		return err
 	}

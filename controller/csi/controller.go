@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/thinlvm/thinlvm/api/sizes"
@@ -41,6 +42,12 @@ type ControllerServer struct {
 	Timeout time.Duration
 	// Metrics, when set, observes CreateVolume.
 	Metrics *Metrics
+	// Recorder, when set, tells a claim why its volume waits (an Event on
+	// the PVC the provisioner names with --extra-create-metadata).
+	Recorder events.EventRecorder
+	// APIReader reads a claim for its Event (its UID), past the cache: the
+	// controller watches no PVCs.
+	APIReader client.Reader
 
 	// changes wakes the waits for LogicalVolumes (SetupWithManager).
 	changes *changes
@@ -51,6 +58,8 @@ var _ csi.ControllerServer = (*ControllerServer)(nil)
 // +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=thinlvm.io,resources=goldenimages,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // ControllerGetCapabilities implements csi.ControllerServer.
 func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
@@ -165,7 +174,7 @@ func (s *ControllerServer) watch(ctx context.Context, name string) (<-chan struc
 // the current generation) or refused it (Failed, whose reason codeFor maps
 // to the call's code). done tells whether the object is where the caller
 // wants it. It reads the object when the informer reports it changed.
-func (s *ControllerServer) waitReady(ctx context.Context, name string, done func(*thinlvmv1.LogicalVolume) bool) (*thinlvmv1.LogicalVolume, error) {
+func (s *ControllerServer) waitReady(ctx context.Context, name string, done func(*thinlvmv1.LogicalVolume) bool, pending ...func(*thinlvmv1.LogicalVolume)) (*thinlvmv1.LogicalVolume, error) {
 	ctx, cancel := s.waitContext(ctx)
 	defer cancel()
 	wake, stop, err := s.watch(ctx, name)
@@ -181,6 +190,9 @@ func (s *ControllerServer) waitReady(ctx context.Context, name string, done func
 			}
 			if c := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
 				return lv, status.Error(codeFor(c.Reason), c.Message)
+			}
+			for _, f := range pending {
+				f(lv)
 			}
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -359,7 +371,7 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 			return nil, status.Errorf(codes.Internal, "create LogicalVolume %s: %v", name, err)
 		}
 	}
-	lv, err = s.waitReady(ctx, name, ready)
+	lv, err = s.waitReady(ctx, name, ready, s.claimEvents(ctx, req.GetParameters()))
 	if err != nil {
 		if status.Code(err) != codes.DeadlineExceeded && lv != nil {
 			// The node refused it (no room, a bad class): leave nothing

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -68,7 +70,8 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	srv = &controllercsi.ControllerServer{Client: mgr.GetClient(), Timeout: 20 * time.Second}
+	srv = &controllercsi.ControllerServer{Client: mgr.GetClient(), Timeout: 20 * time.Second,
+		Recorder: mgr.GetEventRecorder("thinlvm-controller"), APIReader: mgr.GetAPIReader()}
 	if err := srv.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -585,4 +588,46 @@ func TestListVolumes(t *testing.T) {
 	if _, err := srv.ListVolumes(ctx, &csispec.ListVolumesRequest{StartingToken: "bogus"}); status.Code(err) != codes.Aborted {
 		t.Errorf("bad token: %v, want Aborted", err)
 	}
+}
+
+// A claim whose volume waits for its node's golden base is told so by an
+// Event, before the call times out.
+func TestClaimToldItWaitsForBase(t *testing.T) {
+	ctx := context.Background()
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "slow-image"}, Spec: thinlvmv1.GoldenImageSpec{
+		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: "http://127.0.0.1:1/slow.img", SHA256: strings.Repeat("b", 64)}},
+		Size:   resource.MustParse("1Gi")}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "vm-disk", Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	for _, o := range []client.Object{gi, pvc} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No node makes the base here: the call waits until its deadline.
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err := srv.CreateVolume(cctx, &csispec.CreateVolumeRequest{Name: "pvc-waits-for-base", VolumeCapabilities: rwo,
+		Parameters: map[string]string{thinlvmv1.GoldenImageParameter: "slow-image",
+			"csi.storage.k8s.io/pvc/name": "vm-disk", "csi.storage.k8s.io/pvc/namespace": "default"},
+		CapacityRange: &csispec.CapacityRange{RequiredBytes: 1 << 30}, AccessibilityRequirements: top("n1")})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("CreateVolume: %v, want DeadlineExceeded while the base is missing", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for found := false; !found; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no WaitingForGoldenBase Event on the claim")
+		}
+		list := &eventsv1.EventList{}
+		if err := k8s.List(ctx, list, client.InNamespace("default")); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			found = found || e.Regarding.Kind == "PersistentVolumeClaim" && e.Regarding.Name == "vm-disk" && e.Regarding.UID == pvc.UID &&
+				e.Reason == controllercsi.ReasonWaitingForGoldenBase && strings.Contains(e.Note, "slow-image")
+		}
+	}
+	_, _ = srv.DeleteVolume(ctx, &csispec.DeleteVolumeRequest{VolumeId: "pvc-waits-for-base"})
 }
