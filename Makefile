@@ -62,12 +62,12 @@ build: ## Build the binaries into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: test-unit test-fuzz test-images test-lvm sanity e2e ## Run all tests: unit and envtest, short fuzzing, images, real-LVM, csi-sanity, end-to-end.
+test: test-unit test-fuzz test-images test-monitoring test-lvm sanity e2e ## Run all tests: unit and envtest, short fuzzing, images, alerts, real-LVM, csi-sanity, end-to-end.
 
 .PHONY: test-unit
 test-unit: lvmvm-image ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
-	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e/ -e /deploy/images)
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e/ -e /deploy/images -e /deploy/monitoring)
 
 # go test fuzzes one target per package per run. The budgets are execution
 # counts, about 10s each here: with a -fuzztime duration, runs with no
@@ -97,6 +97,20 @@ images-pin: ## Re-pin the node images' Debian packages to what the machine's apt
 .PHONY: test-images
 test-images: images ## The images: reproducible digests, push and pull, every program starts from the image's own files.
 	$(GO) test -count=1 -timeout 20m ./deploy/images/
+
+# promtool, built from its Go module (outside this module's go.mod) into the
+# user cache; `go install` skips the build when it is current.
+PROMTOOL_VERSION := v0.316.0
+TOOLS := $(HOME)/.cache/thinlvm/tools
+.PHONY: promtool
+promtool: ## Build (cached) promtool from github.com/prometheus/prometheus.
+	@test -x $(TOOLS)/promtool-$(PROMTOOL_VERSION) || { mkdir -p $(TOOLS) && \
+	  GOBIN=$(TOOLS) GOFLAGS=-mod=mod $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION) && \
+	  cp $(TOOLS)/promtool $(TOOLS)/promtool-$(PROMTOOL_VERSION); }
+
+.PHONY: test-monitoring
+test-monitoring: promtool ## The alerts under promtool test rules; the rules, dashboard and PodMonitors against what thinlvm serves.
+	PROMTOOL=$(TOOLS)/promtool-$(PROMTOOL_VERSION) $(GO) test -count=1 ./deploy/monitoring/
 
 .PHONY: k8s-bin
 k8s-bin: ## Build (cached) etcd and kube-apiserver from Go modules.
