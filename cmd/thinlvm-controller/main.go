@@ -70,7 +70,7 @@ func run(o options) error {
 		return err
 	}
 	if o.nodeCleanup {
-		if err := (&reconciler.NodeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		if err := (&reconciler.NodeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}

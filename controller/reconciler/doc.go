@@ -1,7 +1,7 @@
 // Package reconciler holds the controller's reconcilers. NodeReconciler
-// cleans up after lost nodes: when a Node that runs thinlvm is deleted, it
-// deletes the PVCs bound to volumes on that node and the node's
-// LogicalVolumes, whose agent is gone with it; it creates nothing and
-// touches no node that is still there. GoldenImageReconciler sums up the
+// cleans up after lost nodes: once a Node that held thinlvm volumes is
+// gone, it deletes the PVCs bound to volumes on that node and the node's
+// LogicalVolumes, whose agent is gone with it; it creates nothing, holds
+// no Node with a finalizer, and touches no node that is still there. GoldenImageReconciler sums up the
 // golden bases the nodes report into each GoldenImage's status.
 package reconciler

@@ -10,85 +10,108 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
 
-// NodeFinalizer holds a Node that runs thinlvm until its volumes are
-// cleaned up.
+// NodeFinalizer is the finalizer earlier versions put on every Node that
+// ran thinlvm; the reconciler now only removes it. Nothing of thinlvm holds
+// a Node: uninstalling it leaves no finalizer behind.
 const NodeFinalizer = "thinlvm.io/node"
 
-// NodeReconciler cleans up after deleted nodes.
+// NodeReconciler cleans up after deleted nodes: once the API server says a
+// Node is gone, the claims bound to thinlvm volumes pinned to it and its
+// LogicalVolumes are deleted (the node's agent and disks went with it).
+// Requests are node names: a Node's deletion, and the node of every
+// LogicalVolume when the controller starts (a node deleted while it was
+// down).
 type NodeReconciler struct {
 	Client client.Client
+	// APIReader confirms that a Node is gone past the cache: a Node the
+	// cache has not seen yet must not look deleted.
+	APIReader client.Reader
 }
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes,verbs=get;list;watch;update;patch;delete
-// +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes,verbs=get;list;watch
 
-// SetupWithManager registers the reconciler: Nodes, and the Node of every
-// LVMNode (an LVMNode marks a node that runs thinlvm).
+// SetupWithManager registers the reconciler.
 func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	lvCreated := predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return true },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	// A Node matters when it goes, or when it still has the old finalizer:
+	// not at each of its status updates.
+	nodeEvents := predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return controllerutil.ContainsFinalizer(e.Object, NodeFinalizer) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return controllerutil.ContainsFinalizer(e.ObjectNew, NodeFinalizer) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("node-cleanup").
-		For(&corev1.Node{}).
-		Watches(&thinlvmv1.LVMNode{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
-		})).
+		For(&corev1.Node{}, builder.WithPredicates(nodeEvents)).
+		Watches(&thinlvmv1.LogicalVolume{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			lv, ok := o.(*thinlvmv1.LogicalVolume)
+			if !ok || lv.Spec.NodeName == "" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: lv.Spec.NodeName}}}
+		}), builder.WithPredicates(lvCreated)).
 		Complete(r)
 }
 
 // Reconcile implements reconcile.Reconciler.
 func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	node := &corev1.Node{}
-	if err := r.Client.Get(ctx, req.NamespacedName, node); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	err := r.Client.Get(ctx, req.NamespacedName, node)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, req.NamespacedName, node) // the cache may lag a new Node
 	}
-	if node.DeletionTimestamp.IsZero() {
-		if controllerutil.ContainsFinalizer(node, NodeFinalizer) {
+	if err == nil {
+		if !controllerutil.ContainsFinalizer(node, NodeFinalizer) {
 			return ctrl.Result{}, nil
-		}
-		// Only nodes that run thinlvm (have an LVMNode) are held.
-		err := r.Client.Get(ctx, req.NamespacedName, &thinlvmv1.LVMNode{})
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
-		if err != nil {
-			return ctrl.Result{}, err
 		}
 		patch := client.MergeFrom(node.DeepCopy())
-		controllerutil.AddFinalizer(node, NodeFinalizer)
-		return ctrl.Result{}, r.Client.Patch(ctx, node, patch)
-	}
-	if !controllerutil.ContainsFinalizer(node, NodeFinalizer) {
+		controllerutil.RemoveFinalizer(node, NodeFinalizer)
+		if err := r.Client.Patch(ctx, node, patch); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("remove the finalizer an earlier version added: %w", err)
+		}
 		return ctrl.Result{}, nil
 	}
-	if err := r.cleanup(ctx, node.Name); err != nil {
+	if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
+	}
+	n, err := r.cleanup(ctx, req.Name)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	patch := client.MergeFrom(node.DeepCopy())
-	controllerutil.RemoveFinalizer(node, NodeFinalizer)
-	if err := r.Client.Patch(ctx, node, patch); err != nil {
-		return ctrl.Result{}, fmt.Errorf("remove node finalizer: %w", err)
+	if n > 0 {
+		log.FromContext(ctx).Info("volumes of deleted node cleaned up", "node", klog.KRef("", req.Name), "logicalVolumes", n)
 	}
-	log.FromContext(ctx).Info("volumes of deleted node cleaned up", "node", klog.KObj(node))
 	return ctrl.Result{}, nil
 }
 
 // cleanup deletes the PVCs bound to thinlvm PVs of the node, then the
-// node's LogicalVolumes (removing the agent's finalizer: the agent is gone).
-func (r *NodeReconciler) cleanup(ctx context.Context, node string) error {
+// node's LogicalVolumes (removing the agent's finalizer: the agent is
+// gone). It returns how many LogicalVolumes it deleted.
+func (r *NodeReconciler) cleanup(ctx context.Context, node string) (int, error) {
 	pvs := &corev1.PersistentVolumeList{}
 	if err := r.Client.List(ctx, pvs); err != nil {
-		return fmt.Errorf("list PVs: %w", err)
+		return 0, fmt.Errorf("list PVs: %w", err)
 	}
 	var errs []error
 	for i := range pvs.Items {
@@ -104,8 +127,9 @@ func (r *NodeReconciler) cleanup(ctx context.Context, node string) error {
 	}
 	lvs := &thinlvmv1.LogicalVolumeList{}
 	if err := r.Client.List(ctx, lvs); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("list LogicalVolumes: %w", err))...)
+		return 0, errors.Join(append(errs, fmt.Errorf("list LogicalVolumes: %w", err))...)
 	}
+	deleted := 0
 	for i := range lvs.Items {
 		lv := &lvs.Items[i]
 		if lv.Spec.NodeName != node {
@@ -121,9 +145,11 @@ func (r *NodeReconciler) cleanup(ctx context.Context, node string) error {
 		}
 		if err := r.Client.Delete(ctx, lv); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete LogicalVolume %s: %w", lv.Name, err))
+			continue
 		}
+		deleted++
 	}
-	return errors.Join(errs...)
+	return deleted, errors.Join(errs...)
 }
 
 // onNode tells whether a PV's node affinity pins it to node by thinlvm's

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err == nil {
-		err = (&reconciler.NodeReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+		err = (&reconciler.NodeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr)
 	}
 	if err == nil {
 		err = (&reconciler.GoldenImageReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
@@ -64,8 +64,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestDeletedNodeIsCleanedUp(t *testing.T) {
 	ctx := context.Background()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "lost"}}
-	plain := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "no-thinlvm"}}
-	for _, o := range []client.Object{node, plain, &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: "lost"}},
+	kept := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}
+	// A Node an earlier version held: the finalizer is taken off.
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{reconciler.NodeFinalizer}}}
+	for _, o := range []client.Object{node, kept, old, &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: "lost"}},
 		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "default"}, Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}},
@@ -95,19 +97,23 @@ func TestDeletedNodeIsCleanedUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the node finalizer", func() bool {
-		_ = k8s.Get(ctx, types.NamespacedName{Name: "lost"}, node)
-		return len(node.Finalizers) == 1 && node.Finalizers[0] == reconciler.NodeFinalizer
+	eventually(t, "the old finalizer removed", func() bool {
+		return k8s.Get(ctx, types.NamespacedName{Name: "held"}, old) == nil && len(old.Finalizers) == 0
 	})
 	time.Sleep(300 * time.Millisecond)
-	if err := k8s.Get(ctx, types.NamespacedName{Name: "no-thinlvm"}, plain); err != nil || len(plain.Finalizers) != 0 {
-		t.Errorf("a node without thinlvm got finalizers %v", plain.Finalizers)
+	for _, n := range []*corev1.Node{node, kept} {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(n), n); err != nil || len(n.Finalizers) != 0 {
+			t.Errorf("node %s has finalizers %v (%v): thinlvm holds no Node", n.Name, n.Finalizers, err)
+		}
+	}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: "pvc-lost"}, lv); err != nil || !lv.DeletionTimestamp.IsZero() {
+		t.Fatalf("a live node's LogicalVolume was deleted: %v", err)
 	}
 
 	if err := k8s.Delete(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the node to go", func() bool {
+	eventually(t, "the node to go at once (no finalizer)", func() bool {
 		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "lost"}, &corev1.Node{}))
 	})
 	eventually(t, "the LogicalVolume to go", func() bool {
@@ -121,4 +127,18 @@ func TestDeletedNodeIsCleanedUp(t *testing.T) {
 	if err := k8s.Get(ctx, types.NamespacedName{Name: "pvc-kept"}, other); err != nil || !other.DeletionTimestamp.IsZero() {
 		t.Errorf("another node's LogicalVolume was touched: %v", err)
 	}
+}
+
+// A node deleted while the controller was down: its LogicalVolumes, seen at
+// start, are cleaned up.
+func TestNodeDeletedWhileDownIsCleanedUp(t *testing.T) {
+	ctx := context.Background()
+	lv := &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-orphan", Finalizers: []string{thinlvmv1.LogicalVolumeFinalizer}},
+		Spec: thinlvmv1.LogicalVolumeSpec{Name: "pvc-orphan", NodeName: "gone-before", Size: resource.MustParse("1Gi")}}
+	if err := k8s.Create(ctx, lv); err != nil { // its Node does not exist: as if deleted while nobody watched
+		t.Fatal(err)
+	}
+	eventually(t, "the orphan LogicalVolume to go", func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "pvc-orphan"}, &thinlvmv1.LogicalVolume{}))
+	})
 }
