@@ -109,16 +109,8 @@ func run(m *testing.M) int {
 	code := m.Run()
 	if code != 0 {
 		dumpLogs()
-		return code
 	}
-	// The last act: uninstalling leaves nothing behind (docs/uninstall.md).
-	uctx, ucancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer ucancel()
-	if err := uninstall(uctx); err != nil {
-		return fail("uninstall", err)
-	}
-	fmt.Fprintln(os.Stderr, "uninstall: no LogicalVolume, CRD, Node finalizer or thinlvm LV left")
-	return 0
+	return code
 }
 
 // dumpLogs prints the tails of thinlvm's processes' logs, on the host and

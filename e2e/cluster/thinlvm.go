@@ -313,15 +313,3 @@ func (c *Cluster) WaitCapacityFor(ctx context.Context, node, storageClass string
 		return false, nil
 	})
 }
-
-// Uninstall deletes what Install applied from deploy/ (docs/uninstall.md,
-// step 2): kubectl delete -k deploy/. It does not wait for the namespace to
-// go: its pods are this harness's processes, which Stop ends.
-func (c *Cluster) Uninstall(ctx context.Context) error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	_, err = c.kubectl(ctx, "delete", "-k", filepath.Join(root, "deploy"), "--wait=false", "--ignore-not-found")
-	return err
-}
