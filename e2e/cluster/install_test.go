@@ -118,7 +118,6 @@ func TestLeastPrivilege(t *testing.T) {
 		{sa("thinlvm-controller"), "list", "", "secrets", "default", false},
 		{sa("thinlvm-controller"), "delete", "", "nodes", "", false},
 		{sa("thinlvm-controller"), "get", "", "persistentvolumeclaims", "default", true}, // the claim's UID, for its Event
-		{sa("thinlvm-controller"), "list", "", "persistentvolumeclaims", "default", false},
 		{sa("thinlvm-controller"), "create", "events.k8s.io", "events", "default", true},
 		{sa("thinlvm-scheduler"), "list", "thinlvm.io", "lvmnodes", "", true},
 		{sa("thinlvm-scheduler"), "update", "thinlvm.io", "lvmnodes", "", false},
