@@ -173,8 +173,9 @@ func (s *ControllerServer) watch(ctx context.Context, name string) (<-chan struc
 // waitReady waits until the node agent made the LogicalVolume (Ready for
 // the current generation) or refused it (Failed, whose reason codeFor maps
 // to the call's code). done tells whether the object is where the caller
-// wants it. It reads the object when the informer reports it changed.
-func (s *ControllerServer) waitReady(ctx context.Context, name string, done func(*thinlvmv1.LogicalVolume) bool, pending ...func(*thinlvmv1.LogicalVolume)) (*thinlvmv1.LogicalVolume, error) {
+// wants it; pending, when set, sees each state short of both. It reads the
+// object when the informer reports it changed.
+func (s *ControllerServer) waitReady(ctx context.Context, name string, done func(*thinlvmv1.LogicalVolume) bool, pending func(*thinlvmv1.LogicalVolume)) (*thinlvmv1.LogicalVolume, error) {
 	ctx, cancel := s.waitContext(ctx)
 	defer cancel()
 	wake, stop, err := s.watch(ctx, name)
@@ -191,8 +192,8 @@ func (s *ControllerServer) waitReady(ctx context.Context, name string, done func
 			if c := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
 				return lv, status.Error(codeFor(c.Reason), c.Message)
 			}
-			for _, f := range pending {
-				f(lv)
+			if pending != nil {
+				pending(lv)
 			}
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -478,7 +479,7 @@ func (s *ControllerServer) ControllerExpandVolume(ctx context.Context, req *csi.
 	}
 	lv, err = s.waitReady(ctx, req.GetVolumeId(), func(l *thinlvmv1.LogicalVolume) bool {
 		return ready(l) && l.Status.CurrentSize.Value() >= want
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -570,7 +571,7 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 			return nil, status.Errorf(codes.Internal, "create LogicalVolume %s: %v", name, err)
 		}
 	}
-	lv, err = s.waitReady(ctx, name, ready)
+	lv, err = s.waitReady(ctx, name, ready, nil)
 	if err != nil {
 		if status.Code(err) != codes.DeadlineExceeded && lv != nil {
 			_ = s.Client.Delete(ctx, lv)

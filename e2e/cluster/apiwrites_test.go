@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -68,14 +69,8 @@ func writesPerVolume(before, after map[string]float64, volumes int) (total, logi
 			}
 		}
 	}
-	keys := slices.SortedFunc(maps.Keys(diff), func(a, b string) int {
-		if diff[a] != diff[b] {
-			if diff[a] > diff[b] {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
+	keys := slices.SortedFunc(maps.Keys(diff), func(a, b string) int { // most written first
+		return cmp.Or(cmp.Compare(diff[b], diff[a]), strings.Compare(a, b))
 	})
 	var parts []string
 	for _, k := range keys[:min(len(keys), 8)] {

@@ -33,9 +33,12 @@ var nodeSeq atomic.Int32
 // until the test ends; stop ends it earlier.
 func startAgent(t *testing.T, f *lvmdtest.LVMD) (node string, stop func()) {
 	t.Helper()
-	node = fmt.Sprintf("node-%d", nodeSeq.Add(1))
+	node = newNodeName()
 	return node, startAgentOn(t, node, f)
 }
+
+// newNodeName is a node name no other test uses.
+func newNodeName() string { return fmt.Sprintf("node-%d", nodeSeq.Add(1)) }
 
 func startAgentOn(t *testing.T, node string, f *lvmdtest.LVMD) (stop func()) {
 	t.Helper()
@@ -397,7 +400,7 @@ func TestUnknownDeviceClassIsDeleted(t *testing.T) {
 func TestForgedSourceVolumeIDIsIgnored(t *testing.T) {
 	ctx := context.Background()
 	f := lvmdtest.Start(t, lvmdtest.Options{})
-	node := fmt.Sprintf("node-%d", nodeSeq.Add(1))
+	node := newNodeName()
 	for _, name := range []string{"pvc-honest-src", "pvc-victim"} {
 		if _, err := f.CreateLV(ctx, &pb.CreateLVRequest{Name: name, SizeBytes: 1 << 30, Tags: []string{reconciler.OwnerTagPrefix + name}}); err != nil {
 			t.Fatal(err)
@@ -479,7 +482,7 @@ func TestWaitingForBaseWritesOnChangeOnly(t *testing.T) {
 	ctx := context.Background()
 	f := lvmdtest.Start(t, lvmdtest.Options{})
 	var patches atomic.Int32
-	node := fmt.Sprintf("node-%d", nodeSeq.Add(1))
+	node := newNodeName()
 	startAgentWith(t, node, f, func(c client.Client) client.Client { // it retries every 200ms
 		return countingClient{Client: c, statusPatches: &patches}
 	})
