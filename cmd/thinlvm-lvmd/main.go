@@ -34,6 +34,7 @@ type options struct {
 	listen          string
 	metricsAddress  string
 	lvmPath         string
+	lvmMonitoring   bool
 	commandTimeout  time.Duration
 	refreshInterval time.Duration
 }
@@ -45,6 +46,7 @@ func main() {
 	fs.StringVar(&o.listen, "listen", "unix:///run/thinlvm/lvmd.sock", "Where to serve gRPC: unix:///path (mode 0600) or tcp://HOST:PORT (tests only).")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "", "Serve Prometheus metrics on unix:///path (mode 0600: the node agent serves them again behind its authentication) or HOST:PORT (plain HTTP to anyone who reaches it; tests); empty for none.")
 	fs.StringVar(&o.lvmPath, "lvm-path", "lvm", "The lvm binary.")
+	fs.BoolVar(&o.lvmMonitoring, "lvm-monitoring", true, "Let lvm register the volumes it activates with dmeventd (lvm.conf's activation/monitoring). In a container set it false: the host's dmeventd is not reachable from there, and lvm would start one of its own (see docs/lvmd.md).")
 	fs.DurationVar(&o.commandTimeout, "command-timeout", 2*time.Minute, "How long lvmd waits for one lvm command. A command is never killed: past this the caller gets DeadlineExceeded, the command runs to its end, and lvmd re-reads the report before the next one.")
 	fs.DurationVar(&o.refreshInterval, "refresh-interval", 30*time.Second, "Refresh the lvm report this often when nothing changed it.")
 	klog.InitFlags(fs)
@@ -69,6 +71,9 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
 	runner := &lvm.ExecRunner{Path: o.lvmPath, OnRun: metrics.ObserveLVMCommand}
+	if !o.lvmMonitoring {
+		runner.Config = "activation/monitoring=0"
+	}
 	// lvm2 makes its device nodes under $DM_DEV_DIR when that is set.
 	d := server.New(cfg, runner, metrics, server.Options{CommandTimeout: o.commandTimeout, RefreshInterval: o.refreshInterval,
 		DevDir: os.Getenv("DM_DEV_DIR")}, logger)

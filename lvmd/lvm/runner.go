@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +36,11 @@ type ExecRunner struct {
 	// Prefix is put before Path, e.g. {"nsenter", "-t", "1", "-m", "--"} to run
 	// lvm in the host's mount namespace from a container.
 	Prefix []string
+	// Config, when set, is lvm configuration given to every command (what
+	// --config takes: "section/key=value ...", added in front of a
+	// command's own --config). lvmd in a container turns dmeventd
+	// monitoring off with it: see docs/lvmd.md.
+	Config string
 	// OnRun, when set, is called after every command with its subcommand,
 	// duration in seconds and error; lvmd counts processes with it. It is
 	// called when the process has really ended, also when Run returned
@@ -55,7 +61,7 @@ func (r *ExecRunner) Run(ctx context.Context, args ...string) ([]byte, error) {
 	if path == "" {
 		path = "lvm"
 	}
-	argv := append(append(append([]string{}, r.Prefix...), path), args...)
+	argv := append(append(append([]string{}, r.Prefix...), path), withConfig(args, r.Config)...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// LC_ALL=C: messages that errors are classified by must not be translated.
 	cmd.Env = append(os.Environ(), "LC_ALL=C", "LVM_SUPPRESS_FD_WARNINGS=1")
@@ -98,6 +104,22 @@ func (r *ExecRunner) Run(ctx context.Context, args ...string) ([]byte, error) {
 		return stdout.Bytes(), cerr
 	}
 	return stdout.Bytes(), nil
+}
+
+// withConfig gives the lvm command args the configuration cfg: in front of
+// the value of its own --config, or as a --config after the subcommand.
+func withConfig(args []string, cfg string) []string {
+	if cfg == "" || len(args) == 0 {
+		return args
+	}
+	out := slices.Clone(args)
+	for i := 1; i+1 < len(out); i++ {
+		if out[i] == "--config" {
+			out[i+1] = cfg + " " + out[i+1]
+			return out
+		}
+	}
+	return append([]string{out[0], "--config", cfg}, out[1:]...)
 }
 
 func (r *ExecRunner) observe(args []string, start time.Time, err error) {

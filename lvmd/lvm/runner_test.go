@@ -214,3 +214,22 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// Config reaches every command: as a --config after the subcommand, or in
+// front of the command's own --config value (lvm applies both).
+func TestExecRunnerConfig(t *testing.T) {
+	t.Setenv(helperEnv, "1")
+	r := &lvm.ExecRunner{Path: os.Args[0], Config: "activation/monitoring=0"}
+	for args, want := range map[string]string{
+		"echo vg0/lv":                           "--config activation/monitoring=0 vg0/lv",
+		"echo --use-policies --config a{b=1} x": "--use-policies --config activation/monitoring=0 a{b=1} x",
+	} {
+		out, err := r.Run(context.Background(), strings.Fields(args)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != want {
+			t.Errorf("lvm %s ran with %q, want %q", args, out, want)
+		}
+	}
+}

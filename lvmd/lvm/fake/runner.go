@@ -107,7 +107,7 @@ var _ lvm.Runner = (*Runner)(nil)
 // Run implements lvm.Runner. A command whose context has ended is not
 // started: it is not recorded and changes nothing.
 func (r *Runner) Run(ctx context.Context, args ...string) ([]byte, error) {
-	args = slices.Clone(args)
+	args = withoutMonitoring(args)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fake lvm %s: not started: %w", strings.Join(args, " "), err)
 	}
@@ -133,6 +133,25 @@ func (r *Runner) Run(ctx context.Context, args ...string) ([]byte, error) {
 		}
 	}
 	return out, err
+}
+
+// withoutMonitoring is a copy of args without the "activation/monitoring=0"
+// a containerized lvmd gives every command (lvm.ExecRunner.Config): there
+// is no dmeventd to simulate. A --config left empty goes too.
+func withoutMonitoring(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--config" && i+1 < len(args) {
+			v := strings.Join(slices.DeleteFunc(strings.Fields(args[i+1]), func(f string) bool { return f == "activation/monitoring=0" }), " ")
+			i++
+			if v != "" {
+				out = append(out, "--config", v)
+			}
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // run simulates one command.

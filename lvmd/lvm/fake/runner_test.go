@@ -656,3 +656,27 @@ func TestDevDir(t *testing.T) {
 		t.Errorf("removed LV's device: %v, want it gone", err)
 	}
 }
+
+// The configuration a containerized lvmd gives every command (dmeventd
+// monitoring off) is accepted, also next to the autoextend policy.
+func TestMonitoringOffAccepted(t *testing.T) {
+	f := newRunner()
+	f.Pools[0].DataPercent = 95
+	c := &lvm.Client{Runner: f}
+	ctx := t.Context()
+	for _, args := range [][]string{
+		{"lvcreate", "--config", "activation/monitoring=0", "--thin", "--virtualsize", "1073741824b", "--name", "m", "vg0/pool"},
+		{"lvextend", "--use-policies", "--config", "activation/monitoring=0 activation{thin_pool_autoextend_threshold=80 thin_pool_autoextend_percent=20}", "vg0/pool"},
+	} {
+		if _, err := f.Run(ctx, args...); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	r := report(t, c, "vg0")
+	if r.LV("vg0", "m") == nil {
+		t.Error("the LV was not made")
+	}
+	if p := r.LV("vg0", "pool"); p == nil || p.Size <= 8*gib {
+		t.Errorf("the pool did not grow by its policy: %+v", p)
+	}
+}
