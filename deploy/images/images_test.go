@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
 	"io"
@@ -17,9 +16,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"sigs.k8s.io/yaml"
+
+	"github.com/thinlvm/thinlvm/e2e/imageroot"
 )
 
 // These tests build the images from this checkout: run them from the
@@ -184,7 +184,10 @@ func TestImagesRun(t *testing.T) {
 				t.Errorf("user %q, want %q", cf.Config.User, b.spec.user)
 			}
 			root := t.TempDir()
-			if err := unpack(b.image, root); err != nil {
+			flat := imageroot.Flatten(b.image)
+			err = imageroot.Unpack(flat, root)
+			flat.Close()
+			if err != nil {
 				t.Fatal(err)
 			}
 			for _, argv := range checks[b.spec.name] {
@@ -199,48 +202,5 @@ func TestImagesRun(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// unpack writes an image's flattened file system to dir.
-func unpack(img v1.Image, dir string) error {
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		p := filepath.Join(dir, filepath.Clean("/"+h.Name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			if err := os.Symlink(h.Linkname, p); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode)&0o7777)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, tr)
-			f.Close()
-			if err != nil {
-				return err
-			}
-		}
 	}
 }
