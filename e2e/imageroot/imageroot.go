@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -23,7 +24,9 @@ const refAnnotation = "org.opencontainers.image.ref.name"
 
 // Find returns the image of the layout at dir whose index entry is named
 // ref ("thinlvm-node:v0.1.0"), or, when ref has no tag, named ref with any
-// tag.
+// tag. An entry that is an image index (one image per platform) gives its
+// image for this machine, linux/<runtime.GOARCH>: the one whose programs
+// the harness can run.
 func Find(dir, ref string) (v1.Image, error) {
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
@@ -35,11 +38,43 @@ func Find(dir, ref string) (v1.Image, error) {
 	}
 	for _, d := range m.Manifests {
 		name := d.Annotations[refAnnotation]
-		if name == ref || !strings.Contains(ref, ":") && strings.HasPrefix(name, ref+":") {
+		if match := name == ref || !strings.Contains(ref, ":") && strings.HasPrefix(name, ref+":"); !match {
+			continue
+		}
+		if !d.MediaType.IsIndex() {
 			return idx.Image(d.Digest)
 		}
+		img, err := platformImage(idx, d.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("image layout %s: %s: %w", dir, name, err)
+		}
+		return img, nil
 	}
 	return nil, fmt.Errorf("image layout %s has no image %s", dir, ref)
+}
+
+// platformImage is the linux/<runtime.GOARCH> image of the index digest
+// in idx.
+func platformImage(idx v1.ImageIndex, digest v1.Hash) (v1.Image, error) {
+	sub, err := idx.ImageIndex(digest)
+	if err != nil {
+		return nil, err
+	}
+	m, err := sub.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	var present []string
+	for _, d := range m.Manifests {
+		if d.Platform == nil {
+			continue
+		}
+		if d.Platform.OS == "linux" && d.Platform.Architecture == runtime.GOARCH {
+			return sub.Image(d.Digest)
+		}
+		present = append(present, d.Platform.OS+"/"+d.Platform.Architecture)
+	}
+	return nil, fmt.Errorf("no linux/%s image in its index, which has %v", runtime.GOARCH, present)
 }
 
 // Flatten is the image's file system as one tar stream: its layers applied
