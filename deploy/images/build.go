@@ -49,13 +49,23 @@ var specs = []spec{
 	{name: "thinlvm-node", packages: "node", roots: []string{"e2fsprogs", "xfsprogs", "util-linux", "mount", "qemu-utils", "ca-certificates"}},
 }
 
+// arches are the architectures the images can be built for (Debian's and
+// Go's names agree on both), in the order an image's index lists them.
+var arches = []string{"amd64", "arm64"}
+
+// built is one image: an index of one image per arch.
 type built struct {
-	spec  spec
-	image v1.Image
+	spec spec
+	tag  string
+	// index lists images by platform (linux/<arch>), in the order of
+	// arches.
+	index  v1.ImageIndex
+	images map[string]v1.Image
 }
 
-// buildAll builds every image: the binaries, then their layers.
-func buildAll(ctx context.Context, packagesDir, debDir, tag string) ([]built, error) {
+// buildAll builds every image for each of archs (a subset of arches, in
+// their order): the binaries, then their layers, then the index.
+func buildAll(ctx context.Context, packagesDir, debDir, tag string, archs []string) ([]built, error) {
 	tmp, err := os.MkdirTemp("", "thinlvm-images")
 	if err != nil {
 		return nil, err
@@ -63,44 +73,56 @@ func buildAll(ctx context.Context, packagesDir, debDir, tag string) ([]built, er
 	defer os.RemoveAll(tmp)
 	var out []built
 	for _, s := range specs {
-		bin := filepath.Join(tmp, s.name)
-		if err := goBuild(ctx, "./cmd/"+s.name, bin); err != nil {
-			return nil, err
-		}
-		var debs []string
+		var pkgs []pkg
 		if s.packages != "" {
-			pkgs, err := readPackages(filepath.Join(packagesDir, s.packages+".packages"))
+			if pkgs, err = readPackages(filepath.Join(packagesDir, s.packages+".packages")); err != nil {
+				return nil, err
+			}
+		}
+		b := built{spec: s, tag: tag, images: map[string]v1.Image{}}
+		var adds []mutate.IndexAddendum
+		for _, arch := range archs {
+			bin := filepath.Join(tmp, arch, s.name)
+			if err := goBuild(ctx, "./cmd/"+s.name, bin, arch); err != nil {
+				return nil, err
+			}
+			var debs []string
+			if len(pkgs) > 0 {
+				if debs, err = download(ctx, debDir, pkgs, arch); err != nil {
+					return nil, fmt.Errorf("image %s: %w", s.name, err)
+				}
+			}
+			img, err := image(s, arch, bin, debs, tag)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("image %s (%s): %w", s.name, arch, err)
 			}
-			if debs, err = download(ctx, debDir, pkgs); err != nil {
-				return nil, err
-			}
+			b.images[arch] = img
+			adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+				Platform: &v1.Platform{OS: "linux", Architecture: arch},
+			}})
 		}
-		img, err := image(s, bin, debs, tag)
-		if err != nil {
-			return nil, fmt.Errorf("image %s: %w", s.name, err)
-		}
-		out = append(out, built{spec: s, image: img})
+		b.index = mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
+		out = append(out, b)
 	}
 	return out, nil
 }
 
-// goBuild builds a static linux/amd64 binary; -trimpath and the module's
-// own version stamps keep it the same from build to build.
-func goBuild(ctx context.Context, pkg, out string) error {
+// goBuild builds a static linux binary for arch; -trimpath and the
+// module's own version stamps keep it the same from build to build.
+func goBuild(ctx context.Context, pkg, out, arch string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s: %w", pkg, err)
+		return fmt.Errorf("go build %s for %s: %w", pkg, arch, err)
 	}
 	return nil
 }
 
-// image assembles one image: the packages' files (one layer), then the
-// binary at /usr/local/bin/<name> (one layer), run as the entrypoint.
-func image(s spec, bin string, debs []string, tag string) (v1.Image, error) {
+// image assembles one image of arch: the packages' files (one layer),
+// then the binary at /usr/local/bin/<name> (one layer), run as the
+// entrypoint.
+func image(s spec, arch, bin string, debs []string, tag string) (v1.Image, error) {
 	var layers []v1.Layer
 	if len(debs) > 0 {
 		var files []file
@@ -140,7 +162,7 @@ func image(s spec, bin string, debs []string, tag string) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS = "amd64", "linux"
+	cf.Architecture, cf.OS = arch, "linux"
 	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
 	cf.Config.Entrypoint = []string{"/usr/local/bin/" + s.name}
 	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}

@@ -14,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -48,47 +49,180 @@ func readPackages(file string) ([]pkg, error) {
 	return out, sc.Err()
 }
 
-// debName is the file name apt gives a downloaded package.
-func debName(p pkg) string {
-	return p.name + "_" + strings.ReplaceAll(p.version, ":", "%3a") + "_"
+// debName is the file name apt gives a downloaded package of arch
+// (a Debian architecture, or "all" for a package every arch shares).
+func debName(p pkg, arch string) string {
+	return p.name + "_" + strings.ReplaceAll(p.version, ":", "%3a") + "_" + arch + ".deb"
 }
 
-// download fetches the packages that are not in dir yet with apt (from
-// the machine's Debian sources) and returns their files, in list order.
-func download(ctx context.Context, dir string, pkgs []pkg) ([]string, error) {
+// aptArches are the architectures apt is told to know, passed on every
+// call as options rather than written to dpkg's configuration: the
+// machine's own (dpkg's native and foreign ones, so that an update keeps
+// their lists) and every arch the images are built for.
+func aptArches(ctx context.Context) (native string, opts []string, err error) {
+	out, err := exec.CommandContext(ctx, "dpkg", "--print-architecture").Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("dpkg --print-architecture: %w", err)
+	}
+	native = strings.TrimSpace(string(out))
+	out, err = exec.CommandContext(ctx, "dpkg", "--print-foreign-architectures").Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("dpkg --print-foreign-architectures: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, a := range append(append([]string{native}, strings.Fields(string(out))...), arches...) {
+		if !seen[a] {
+			seen[a] = true
+			opts = append(opts, "-o", "APT::Architectures::="+a)
+		}
+	}
+	return native, opts, nil
+}
+
+// download fetches the packages of arch that are not in dir yet with apt
+// (from the machine's Debian sources) and returns their files, in list
+// order. The lists are pinned once, for the machine's arch: every other
+// arch must offer the same names at the same versions, and a package it
+// does not have is an error, never left out.
+func download(ctx context.Context, dir string, pkgs []pkg, arch string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	// dir holds every arch's packages: a package's file is its arch's or,
+	// for an "Architecture: all" package, the one every arch shares.
 	find := func(p pkg) string {
-		m, _ := filepath.Glob(filepath.Join(dir, debName(p)+"*.deb"))
-		if len(m) == 1 {
-			return m[0]
+		for _, a := range []string{arch, "all"} {
+			f := filepath.Join(dir, debName(p, a))
+			if _, err := os.Stat(f); err == nil {
+				return f
+			}
 		}
 		return ""
 	}
-	var missing []string
+	var missing []pkg
 	for _, p := range pkgs {
 		if find(p) == "" {
-			missing = append(missing, p.name+"="+p.version)
+			missing = append(missing, p)
 		}
 	}
 	if len(missing) > 0 {
-		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"download", "-q"}, missing...)...)
-		cmd.Dir = dir
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("apt-get download %v (a pinned version gone from the mirror? `make images-pin` re-pins): %w", missing, err)
+		if err := aptDownload(ctx, dir, missing, arch); err != nil {
+			return nil, err
 		}
 	}
 	var files []string
 	for _, p := range pkgs {
 		f := find(p)
 		if f == "" {
-			return nil, fmt.Errorf("package %s=%s: no .deb in %s after download", p.name, p.version, dir)
+			return nil, fmt.Errorf("package %s=%s (%s): no .deb in %s after download", p.name, p.version, arch, dir)
 		}
 		files = append(files, f)
 	}
 	return files, nil
+}
+
+// aptDownload downloads pkgs for arch into dir. A foreign arch's package
+// lists may be missing (apt-get update fetches only the arches apt knew
+// then): when apt cannot locate a package of arch, the lists are updated
+// with every arch of aptArches and the download tried once more.
+func aptDownload(ctx context.Context, dir string, pkgs []pkg, arch string) error {
+	native, opts, err := aptArches(ctx)
+	if err != nil {
+		return err
+	}
+	all, err := archAll(ctx, opts, pkgs)
+	if err != nil {
+		return err
+	}
+	// name:arch=version names arch's build; an "Architecture: all"
+	// package has none (apt files it under the native arch only), so it is
+	// named without one.
+	var args []string
+	for _, p := range pkgs {
+		if all[p] {
+			args = append(args, p.name+"="+p.version)
+		} else {
+			args = append(args, p.name+":"+arch+"="+p.version)
+		}
+	}
+	for updated := false; ; updated = true {
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, "apt-get", append(append(append([]string{}, opts...), "download", "-q"), args...)...)
+		cmd.Dir = dir
+		cmd.Stdout, cmd.Stderr = os.Stderr, io.MultiWriter(os.Stderr, &stderr)
+		err := cmd.Run()
+		if err == nil {
+			return nil
+		}
+		if !updated && arch != native && strings.Contains(stderr.String(), "E: Unable to locate package ") {
+			if err := aptUpdate(ctx, opts); err != nil {
+				return err
+			}
+			continue
+		}
+		return fmt.Errorf("apt-get download for %s: %s (every arch takes the versions of the .packages lists: a version gone from the mirror needs `make images-pin`, a package or version %s lacks cannot be used): %w",
+			arch, strings.Join(aptErrors(stderr.String()), "; "), arch, err)
+	}
+}
+
+// aptUpdate fetches the package lists of every arch of opts.
+func aptUpdate(ctx context.Context, opts []string) error {
+	cmd := exec.CommandContext(ctx, "apt-get", append(append([]string{}, opts...), "update", "-q")...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("apt-get update with %v: %w", opts, err)
+	}
+	return nil
+}
+
+// archAll tells which of pkgs are "Architecture: all", as apt's records of
+// the machine's arch describe them (where apt files such packages).
+func archAll(ctx context.Context, opts []string, pkgs []pkg) (map[pkg]bool, error) {
+	args := append(append([]string{}, opts...), "show")
+	for _, p := range pkgs {
+		args = append(args, p.name+"="+p.version)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "apt-cache", args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	// apt-cache skips the versions it does not have, and fails when it has
+	// none of them: then none is "all", and the download says which are
+	// missing.
+	if err != nil && !slices.Equal(aptErrors(stderr.String()), []string{"No packages found"}) {
+		return nil, fmt.Errorf("apt-cache show %v: %s: %w", args[len(opts)+1:], stderr.String(), err)
+	}
+	all := map[pkg]bool{}
+	for _, rec := range strings.Split(string(out), "\n\n") {
+		var p pkg
+		var arch string
+		for _, l := range strings.Split(rec, "\n") {
+			k, v, _ := strings.Cut(l, ": ")
+			switch k {
+			case "Package":
+				p.name = v
+			case "Version":
+				p.version = v
+			case "Architecture":
+				arch = v
+			}
+		}
+		if arch == "all" {
+			all[p] = true
+		}
+	}
+	return all, nil
+}
+
+// aptErrors are the E: lines of apt's output.
+func aptErrors(out string) []string {
+	var errs []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "E: ") {
+			errs = append(errs, strings.TrimPrefix(l, "E: "))
+		}
+	}
+	return errs
 }
 
 // skipped are paths of a package an image does not need.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"io"
 	"log"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,9 +25,11 @@ import (
 	"github.com/thinlvm/thinlvm/e2e/imageroot"
 )
 
-// These tests build the images from this checkout: run them from the
-// module root's `make test-images`, after `make images` filled the .deb
-// cache (they download nothing themselves when it is full).
+// These tests build the images from this checkout, for every arch: run
+// them from the module root's `make test-images`, after `make images`
+// filled the .deb cache (they download nothing themselves when it is
+// full). Without apt or the mirror they fail: what they check is the
+// build.
 
 var (
 	once     sync.Once
@@ -44,7 +49,7 @@ func buildOnce(t *testing.T) []built {
 			buildErr = err
 			return
 		}
-		images, buildErr = buildAll(context.Background(), "deploy/images", debCache(t), defaultTag)
+		images, buildErr = buildAll(context.Background(), "deploy/images", debCache(t), defaultTag, arches)
 	})
 	if buildErr != nil {
 		t.Fatalf("build the images: %v", buildErr)
@@ -64,7 +69,7 @@ func digests(t *testing.T, bs []built) map[string]v1.Hash {
 	t.Helper()
 	out := map[string]v1.Hash{}
 	for _, b := range bs {
-		d, err := b.image.Digest()
+		d, err := b.index.Digest()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,10 +78,11 @@ func digests(t *testing.T, bs []built) map[string]v1.Hash {
 	return out
 }
 
-// Two builds from the same tree give the same digests.
+// Two builds from the same tree give the same digests, those of the
+// indexes and so of every arch's image.
 func TestReproducible(t *testing.T) {
 	first := digests(t, buildOnce(t))
-	again, err := buildAll(context.Background(), "deploy/images", debCache(t), defaultTag)
+	again, err := buildAll(context.Background(), "deploy/images", debCache(t), defaultTag, arches)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,25 +105,54 @@ func TestPushAndLayout(t *testing.T) {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	prefix := strings.TrimPrefix(srv.URL, "http://") + "/thinlvm"
+	var wantPlatforms []string
+	for _, a := range arches {
+		wantPlatforms = append(wantPlatforms, "linux/"+a)
+	}
 	for _, b := range bs {
 		ref := prefix + "/" + b.spec.name + ":" + defaultTag
-		if err := push(context.Background(), ref, b.image, true); err != nil {
+		if err := push(context.Background(), ref, b.index, true); err != nil {
 			t.Fatal(err)
 		}
 		r, err := name.ParseReference(ref, name.Insecure)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := remote.Image(r)
+		got, err := remote.Index(r)
 		if err != nil {
 			t.Fatalf("pull %s: %v", ref, err)
 		}
-		want, _ := b.image.Digest()
+		want, _ := b.index.Digest()
 		if d, _ := got.Digest(); d != want {
 			t.Errorf("%s: pulled %s, pushed %s", ref, d, want)
 		}
+		m, err := got.IndexManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var platforms []string
+		for _, d := range m.Manifests {
+			if d.Platform == nil {
+				t.Errorf("%s: manifest %s has no platform", ref, d.Digest)
+				continue
+			}
+			platforms = append(platforms, d.Platform.String())
+			img, err := got.Image(d.Digest)
+			if err != nil {
+				t.Fatalf("pull %s@%s: %v", ref, d.Digest, err)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatalf("pull %s@%s: %v", ref, d.Digest, err)
+			}
+			if p := cf.Platform(); p == nil || p.String() != d.Platform.String() {
+				t.Errorf("%s: the index lists %s for an image whose config says %v", ref, d.Platform, p)
+			}
+		}
+		if !slices.Equal(platforms, wantPlatforms) {
+			t.Errorf("%s: platforms %v, want %v", ref, platforms, wantPlatforms)
+		}
 	}
-
 	kust, err := os.ReadFile("deploy/kustomization.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -155,11 +190,24 @@ func TestPushAndLayout(t *testing.T) {
 			t.Errorf("the layout's index does not name %s:%s", s.name, defaultTag)
 		}
 	}
+	// The harness runs what imageroot finds in the layout: this machine's
+	// image of each index.
+	for _, b := range bs {
+		img, err := imageroot.Find(dir, b.spec.name+":"+defaultTag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := img.Digest()
+		if want, _ := b.images[runtime.GOARCH].Digest(); got != want {
+			t.Errorf("imageroot finds %s in the layout for %s, want %s, the linux/%s image", got, b.spec.name, want, runtime.GOARCH)
+		}
+	}
 }
 
 // What each image's container runs starts from the image's own files: the
 // binaries find their shared libraries (run in a chroot of the unpacked
-// image, as a container runtime would), the entrypoint is the component.
+// image of this machine's arch, as a container runtime would), the
+// entrypoint is the component.
 func TestImagesRun(t *testing.T) {
 	bs := buildOnce(t)
 	checks := map[string][][]string{
@@ -173,7 +221,11 @@ func TestImagesRun(t *testing.T) {
 	}
 	for _, b := range bs {
 		t.Run(b.spec.name, func(t *testing.T) {
-			cf, err := b.image.ConfigFile()
+			img := b.images[runtime.GOARCH]
+			if img == nil {
+				t.Fatalf("no linux/%s image", runtime.GOARCH)
+			}
+			cf, err := img.ConfigFile()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,13 +235,7 @@ func TestImagesRun(t *testing.T) {
 			if cf.Config.User != b.spec.user {
 				t.Errorf("user %q, want %q", cf.Config.User, b.spec.user)
 			}
-			root := t.TempDir()
-			flat := imageroot.Flatten(b.image)
-			err = imageroot.Unpack(flat, root)
-			flat.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+			root := unpack(t, img)
 			for _, argv := range checks[b.spec.name] {
 				cmd := exec.Command("chroot", append([]string{root}, argv...)...)
 				cmd.Env = cf.Config.Env
@@ -203,4 +249,58 @@ func TestImagesRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Each arch's image holds that arch's programs: the entrypoint and the
+// Debian programs the component runs first (lvm, mkfs.xfs). They are
+// checked by their ELF header, since this machine runs only its own.
+func TestImagesArch(t *testing.T) {
+	bs := buildOnce(t)
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	debian := map[string][]string{"thinlvm-lvmd": {"/sbin/lvm"}, "thinlvm-node": {"/sbin/mkfs.xfs"}}
+	for _, b := range bs {
+		for _, arch := range arches {
+			t.Run(b.spec.name+"/"+arch, func(t *testing.T) {
+				img := b.images[arch]
+				if img == nil {
+					t.Fatalf("no linux/%s image", arch)
+				}
+				cf, err := img.ConfigFile()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cf.OS != "linux" || cf.Architecture != arch {
+					t.Errorf("config says %s/%s", cf.OS, cf.Architecture)
+				}
+				root := unpack(t, img)
+				for _, p := range append([]string{"/usr/local/bin/" + b.spec.name}, debian[b.spec.name]...) {
+					file, err := imageroot.InRoot(root, p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					f, err := elf.Open(file)
+					if err != nil {
+						t.Errorf("%s: %v", p, err)
+						continue
+					}
+					if f.Machine != machines[arch] {
+						t.Errorf("%s: a program for %v in the %s image", p, f.Machine, arch)
+					}
+					f.Close()
+				}
+			})
+		}
+	}
+}
+
+// unpack writes img's file system to a fresh directory.
+func unpack(t *testing.T, img v1.Image) string {
+	t.Helper()
+	root := t.TempDir()
+	flat := imageroot.Flatten(img)
+	defer flat.Close()
+	if err := imageroot.Unpack(flat, root); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }

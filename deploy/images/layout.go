@@ -13,24 +13,20 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// writeLayout writes the images to a fresh OCI image layout at dir, each
-// named in its index entry (org.opencontainers.image.ref.name) by
-// <name>:<tag>.
+// writeLayout writes the images to a fresh OCI image layout at dir: its
+// top index lists each image's index, named <name>:<tag> by the entry's
+// org.opencontainers.image.ref.name.
 func writeLayout(dir string, images []built) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	idx := mutate.IndexMediaType(empty.Index, "application/vnd.oci.image.index.v1+json")
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, b := range images {
-		cf, err := b.image.ConfigFile()
-		if err != nil {
-			return err
-		}
-		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: b.image, Descriptor: v1.Descriptor{
-			Annotations: map[string]string{"org.opencontainers.image.ref.name": b.spec.name + ":" + cf.Config.Labels["org.opencontainers.image.version"]},
-			Platform:    &v1.Platform{OS: cf.OS, Architecture: cf.Architecture},
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: b.index, Descriptor: v1.Descriptor{
+			Annotations: map[string]string{"org.opencontainers.image.ref.name": b.spec.name + ":" + b.tag},
 		}})
 	}
 	if _, err := layout.Write(dir, idx); err != nil {
@@ -39,9 +35,9 @@ func writeLayout(dir string, images []built) error {
 	return nil
 }
 
-// push writes img to ref; insecure allows plain HTTP, for a registry on
-// this machine.
-func push(ctx context.Context, ref string, img v1.Image, insecure bool) error {
+// push writes the index idx, and its images, to ref; insecure allows
+// plain HTTP, for a registry on this machine.
+func push(ctx context.Context, ref string, idx v1.ImageIndex, insecure bool) error {
 	var opts []name.Option
 	if insecure {
 		opts = append(opts, name.Insecure)
@@ -56,7 +52,7 @@ func push(ctx context.Context, ref string, img v1.Image, insecure bool) error {
 	} else {
 		ropts = append(ropts, remote.WithAuthFromKeychain(authn.DefaultKeychain))
 	}
-	if err := remote.Write(r, img, ropts...); err != nil {
+	if err := remote.WriteIndex(r, idx, ropts...); err != nil {
 		return fmt.Errorf("push %s: %w", ref, err)
 	}
 	return nil
