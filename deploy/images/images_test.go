@@ -22,7 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"sigs.k8s.io/yaml"
 
-	"github.com/thinlvm/thinlvm/e2e/imageroot"
+	"github.com/thinlvm/thinlvm/deploy/images/imageroot"
 )
 
 // These tests build the images from this checkout, for every arch: run

@@ -31,7 +31,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/thinlvm/thinlvm/e2e/imageroot"
+	"github.com/thinlvm/thinlvm/deploy/images/imageroot"
 )
 
 func main() {
