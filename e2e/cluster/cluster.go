@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,7 +52,8 @@ type Cluster struct {
 	Kubeconfig string
 	Config     *rest.Config
 	Client     client.Client
-	// K8sBin and Bin hold the Kubernetes and thinlvm binaries.
+	// K8sBin holds the Kubernetes binaries; Bin the harness's own (podrun,
+	// fakelvm) and, in Bin/images, thinlvm's images as an OCI layout.
 	K8sBin, Bin string
 	// CapacityPoll is how often the provisioner refreshes
 	// CSIStorageCapacity; set before StartThinlvm. Default 5s.
@@ -65,8 +67,12 @@ type Cluster struct {
 	// to the VM.
 	nodePods map[string]string
 	vmPods   map[string]*lvmvm.VM
-	mu       sync.Mutex
-	procs    []*proc
+	// roots are the images unpacked for pods, by "host" or the VM's
+	// share directory, then image name: the root's path there.
+	roots   map[string]map[string]string
+	rootsMu sync.Mutex
+	mu      sync.Mutex
+	procs   []*proc
 }
 
 type proc struct {
@@ -174,12 +180,24 @@ func Build(ctx context.Context, log io.Writer, progress func(Progress)) (k8sBin,
 		return "", "", err
 	}
 	progress(Progress{Step: "building thinlvm", N: buildComponents, Of: buildComponents, Since: time.Now()})
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/thinlvm-lvmd", "./cmd/thinlvm-node", "./cmd/thinlvm-controller",
-		"./cmd/thinlvm-scheduler", "./e2e/cluster/fakelvm")
+	// The images (the same build as `make images`) are what the pods run;
+	// fakelvm plays lvm on the simulated nodes; podrun is the harness's
+	// container runtime, on the host and in the VM.
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./e2e/cluster/fakelvm", "./e2e/cluster/podrun")
 	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("build thinlvm: %w\n%s", err, out)
 	}
+	progress(Progress{Step: "building thinlvm's images", N: buildComponents, Of: buildComponents, Since: time.Now()})
+	// This machine's arch only: the pods run here.
+	images := exec.CommandContext(ctx, "go", "run", "./deploy/images", "-arch="+goruntime.GOARCH, "-out", filepath.Join(bin, "images"))
+	images.Dir = root
+	built, err := images.CombinedOutput()
+	if err != nil {
+		return "", "", fmt.Errorf("build the images: %w\n%s", err, built)
+	}
+	fmt.Fprintf(log, "cluster: images built\n%s", built)
 	return k8sBin, bin, nil
 }
 

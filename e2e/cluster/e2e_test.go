@@ -62,7 +62,7 @@ func run(m *testing.M) int {
 	if err := k.Install(start); err != nil {
 		return fail("install thinlvm from deploy/", err)
 	}
-	vm, err = lvmvm.Start(start, lvmvm.Options{Disks: []string{"16G"}, HostLoopback: true, Log: os.Stderr})
+	vm, err = lvmvm.Start(start, lvmvm.Options{Disks: []string{"16G"}, HostLoopback: true, Packages: cluster.VMPackages, Log: os.Stderr})
 	if err != nil {
 		return fail("boot the VM", err)
 	}
@@ -109,8 +109,16 @@ func run(m *testing.M) int {
 	code := m.Run()
 	if code != 0 {
 		dumpLogs()
+		return code
 	}
-	return code
+	// The last act: uninstalling leaves nothing behind (docs/uninstall.md).
+	uctx, ucancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer ucancel()
+	if err := uninstall(uctx); err != nil {
+		return fail("uninstall", err)
+	}
+	fmt.Fprintln(os.Stderr, "uninstall: no LogicalVolume, CRD, Node finalizer or thinlvm LV left")
+	return 0
 }
 
 // dumpLogs prints the tails of thinlvm's processes' logs, on the host and

@@ -3,8 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,28 +20,36 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
+	"github.com/thinlvm/thinlvm/deploy/images/imageroot"
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 )
 
 // There is no container runtime here: the harness plays the kubelet. For a
-// Pod that deploy/ made (through a Deployment or DaemonSet), it starts each
-// container's program as a process, on the host or in the VM, with the
-// container's args and env, its volumes as directories, and a kubeconfig
-// holding a token of the pod's ServiceAccount, so that the RBAC of deploy/
-// is what the components run with.
+// Pod that deploy/ made (through a Deployment or DaemonSet), it runs each
+// container of thinlvm's own images from the image itself: podrun unpacks
+// the image built from this tree and runs its entrypoint in a chroot with
+// the pod's volumes bind-mounted, the container's env and the in-cluster
+// API config (the pod's ServiceAccount token, so the RBAC of deploy/ is
+// what the components run with), and restarts it when it exits. The node
+// pods of the VM node run in the VM from the same images. The
+// kubernetes-csi sidecars come from registry.k8s.io's images, which
+// cannot be fetched here: they run from binaries built from the same Go
+// modules, as processes on the host with their volumes as directories.
 
-// apiClients are the programs that talk to the API server: they get the
+// apiClients are the sidecars that talk to the API server: they get the
 // pod's kubeconfig as --kubeconfig (in a cluster: the in-cluster config).
-var apiClients = map[string]bool{"thinlvm-controller": true, "thinlvm-node": true,
-	"csi-provisioner": true, "csi-resizer": true, "csi-snapshotter": true}
+var apiClients = map[string]bool{"csi-provisioner": true, "csi-resizer": true, "csi-snapshotter": true}
 
 // kubeletSide are sidecars that serve the kubelet (plugin registration, a
 // probe endpoint); without a kubelet they have nothing to do and are not
 // run.
 var kubeletSide = map[string]bool{"csi-node-driver-registrar": true, "livenessprobe": true}
+
+// fromImage tells whether a container runs from thinlvm's own image.
+func fromImage(image string) bool { return strings.HasPrefix(program(image), "thinlvm-") }
 
 // PodOptions adjust how the harness runs a pod's containers.
 type PodOptions struct {
@@ -49,6 +60,9 @@ type PodOptions struct {
 	ExtraArgs map[string][]string
 	// Env is added to a container's environment, by container name.
 	Env map[string][]string
+	// Mounts are extra SRC:DST volumes of a container run from its image,
+	// by container name (the fake lvm binary and its state).
+	Mounts map[string][]string
 }
 
 // program is the binary an image runs: the image's last path element
@@ -97,6 +111,15 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 		if err != nil {
 			return err
 		}
+		if fromImage(ct.Image) {
+			if err := c.runContainer(ctx, pod, ct, env, volumes, o); err != nil {
+				return fmt.Errorf("pod %s container %s: %w", pod.Name, ct.Name, err)
+			}
+			continue
+		}
+		if o.VM != nil {
+			return fmt.Errorf("pod %s container %s: only thinlvm's images run in the VM", pod.Name, ct.Name)
+		}
 		mounts := map[string]string{}
 		for _, m := range ct.VolumeMounts {
 			dir, ok := volumes[m.Name]
@@ -107,44 +130,180 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 		}
 		args := slices.Clone(append(slices.Clone(ct.Command), ct.Args...))
 		for i, a := range args {
-			a = expand(a, env)
-			a = remap(a, mounts)
-			if o.VM == nil {
-				if a, err = freePorts(a); err != nil {
-					return err
-				}
-			}
-			args[i] = a
-		}
-		if apiClients[prog] {
-			args = append(args, "--kubeconfig="+local(kubeconfigPath))
-		}
-		if prog == "thinlvm-scheduler" {
-			if args, err = c.schedulerArgs(args, local(kubeconfigPath), o.VM != nil); err != nil {
+			a = remap(expand(a, env), mounts)
+			if args[i], err = freePorts(a); err != nil {
 				return err
 			}
 		}
+		if apiClients[prog] {
+			args = append(args, "--kubeconfig="+kubeconfigPath)
+		}
 		args = append(args, o.ExtraArgs[ct.Name]...)
-		name := ct.Name + "@" + pod.Name
-		if o.VM != nil {
-			if err := o.VM.Spawn(ctx, name, "/share/pods/"+pod.Name+"/"+ct.Name+".log", append([]string{"/share/bin/" + prog}, args...)...); err != nil {
-				return fmt.Errorf("start %s in the VM: %w", name, err)
-			}
-			continue
-		}
-		bin := filepath.Join(c.Bin, prog)
-		if _, err := os.Stat(bin); err != nil {
-			bin = filepath.Join(c.K8sBin, prog)
-		}
 		var envList []string
 		for k, v := range env {
 			envList = append(envList, k+"="+v)
 		}
-		if err := c.Run(name, append(envList, o.Env[ct.Name]...), append([]string{bin}, args...)...); err != nil {
+		if err := c.Run(ct.Name+"@"+pod.Name, append(envList, o.Env[ct.Name]...), append([]string{filepath.Join(c.K8sBin, prog)}, args...)...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// runContainer runs a container of thinlvm's images with podrun: on the
+// host, or in the VM (o.VM). volumes are the pod's volume directories as
+// the place it runs sees them.
+func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.Container, env map[string]string, volumes map[string]string, o PodOptions) error {
+	img, err := imageroot.Find(filepath.Join(c.Bin, "images"), program(ct.Image))
+	if err != nil {
+		return err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	root, err := c.imageRoot(ctx, program(ct.Image), o.VM)
+	if err != nil {
+		return err
+	}
+	// The runtime's env: the image's, then the in-cluster API address,
+	// then the container's.
+	envList := slices.Clone(cf.Config.Env)
+	host := "127.0.0.1"
+	if o.VM != nil {
+		host = lvmvm.HostAddress
+	}
+	envList = append(envList, "KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+strconv.Itoa(c.apiPort))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		envList = append(envList, k+"="+env[k])
+	}
+	envList = append(envList, o.Env[ct.Name]...)
+	// Entrypoint and command as the kubelet resolves them.
+	argv := slices.Clone(cf.Config.Entrypoint)
+	args := cf.Config.Cmd
+	if len(ct.Command) > 0 {
+		argv, args = slices.Clone(ct.Command), nil
+	}
+	if len(ct.Args) > 0 {
+		args = ct.Args
+	}
+	for _, a := range args {
+		a = expand(a, env)
+		if o.VM == nil { // on the host every pod shares one network
+			if a, err = freePorts(a); err != nil {
+				return err
+			}
+		}
+		argv = append(argv, a)
+	}
+	if program(ct.Image) == "thinlvm-scheduler" && o.VM == nil {
+		argv = append(argv, "--bind-address=127.0.0.1")
+	}
+	argv = append(argv, o.ExtraArgs[ct.Name]...)
+
+	run := []string{"run", "--root=" + root, "--restart-delay=1s"}
+	if cf.Config.User != "" {
+		run = append(run, "--user="+cf.Config.User)
+	}
+	if cf.Config.WorkingDir != "" {
+		run = append(run, "--workdir="+cf.Config.WorkingDir)
+	}
+	if !pod.Spec.HostIPC {
+		run = append(run, "--private-ipc")
+	}
+	for _, m := range ct.VolumeMounts {
+		src, ok := volumes[m.Name]
+		if !ok {
+			return fmt.Errorf("mounts unknown volume %s", m.Name)
+		}
+		if m.SubPath != "" {
+			src = path.Join(src, m.SubPath)
+		}
+		var opts []string
+		if m.ReadOnly {
+			opts = append(opts, "ro")
+		}
+		switch ptr.Deref(m.MountPropagation, corev1.MountPropagationNone) {
+		case corev1.MountPropagationBidirectional:
+			opts = append(opts, "rshared")
+		case corev1.MountPropagationHostToContainer:
+			opts = append(opts, "rslave")
+		}
+		run = append(run, "--mount="+src+":"+m.MountPath+":"+strings.Join(opts, ","))
+	}
+	for _, m := range o.Mounts[ct.Name] {
+		run = append(run, "--mount="+m)
+	}
+	for _, e := range envList {
+		run = append(run, "--env="+e)
+	}
+	run = append(append(run, "--"), argv...)
+	name := ct.Name + "@" + pod.Name
+	if o.VM != nil {
+		if err := o.VM.Spawn(ctx, name, "/share/pods/"+pod.Name+"/"+ct.Name+".log", append([]string{"/share/bin/podrun"}, run...)...); err != nil {
+			return fmt.Errorf("start %s in the VM: %w", name, err)
+		}
+		return nil
+	}
+	return c.Run(name, nil, append([]string{filepath.Join(c.Bin, "podrun")}, run...)...)
+}
+
+// imageRoot unpacks an image once per place it runs (the host, or a VM)
+// and returns its root's path there: on the host under the cluster's
+// directory, in the VM on its tmpfs (podrun unpacks there the flattened
+// image the host writes to the share).
+func (c *Cluster) imageRoot(ctx context.Context, image string, vm *lvmvm.VM) (string, error) {
+	c.rootsMu.Lock()
+	defer c.rootsMu.Unlock()
+	where := "host"
+	if vm != nil {
+		where = vm.ShareDir()
+	}
+	if root, ok := c.roots[where][image]; ok {
+		return root, nil
+	}
+	img, err := imageroot.Find(filepath.Join(c.Bin, "images"), image)
+	if err != nil {
+		return "", err
+	}
+	flat := imageroot.Flatten(img)
+	defer flat.Close()
+	var root string
+	if vm == nil {
+		root = filepath.Join(c.Dir, "images", image)
+		if err := imageroot.Unpack(flat, root); err != nil {
+			return "", err
+		}
+	} else {
+		if err := os.MkdirAll(filepath.Join(vm.ShareDir(), "images"), 0o755); err != nil {
+			return "", err
+		}
+		tarPath := filepath.Join(vm.ShareDir(), "images", image+".tar")
+		f, err := os.Create(tarPath)
+		if err != nil {
+			return "", err
+		}
+		_, err = io.Copy(f, flat)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", err
+		}
+		root = "/run/images/" + image
+		if _, err := vm.Run(ctx, "/share/bin/podrun", "unpack", "--tar=/share/images/"+image+".tar", "--to="+root); err != nil {
+			return "", fmt.Errorf("unpack %s in the VM: %w", image, err)
+		}
+		_ = os.Remove(tarPath)
+	}
+	if c.roots == nil {
+		c.roots = map[string]map[string]string{}
+	}
+	if c.roots[where] == nil {
+		c.roots[where] = map[string]string{}
+	}
+	c.roots[where][image] = root
+	return root, nil
 }
 
 // podKubeconfig asks the API server for a token of the pod's ServiceAccount,
@@ -199,8 +358,12 @@ func (c *Cluster) podVolumes(ctx context.Context, pod *corev1.Pod, podDir, token
 			if err != nil {
 				return nil, err
 			}
+			mode := os.FileMode(ptr.Deref(v.Projected.DefaultMode, 0o644))
 			for name, data := range map[string][]byte{"token": []byte(token), "ca.crt": ca, "namespace": []byte(pod.Namespace)} {
-				if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+				if err := os.WriteFile(filepath.Join(dir, name), data, mode); err != nil {
+					return nil, err
+				}
+				if err := os.Chmod(filepath.Join(dir, name), mode); err != nil { // past the umask
 					return nil, err
 				}
 			}
@@ -212,6 +375,9 @@ func (c *Cluster) podVolumes(ctx context.Context, pod *corev1.Pod, podDir, token
 			}
 			dir := filepath.Join(podDir, "volumes", v.Name)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, err
+			}
+			if err := os.Chmod(dir, 0o777); err != nil { // as the kubelet makes it: any user of the pod writes
 				return nil, err
 			}
 			out[v.Name] = dir
@@ -233,6 +399,10 @@ func (c *Cluster) podVolumes(ctx context.Context, pod *corev1.Pod, podDir, token
 		case v.HostPath != nil:
 			if inVM {
 				out[v.Name] = v.HostPath.Path
+				continue
+			}
+			if v.HostPath.Path == "/dev" { // the machine's devices: the nodes here share it
+				out[v.Name] = "/dev"
 				continue
 			}
 			dir := filepath.Join(c.Dir, "nodes", pod.Spec.NodeName, "root", v.HostPath.Path)
@@ -343,45 +513,6 @@ func freePorts(arg string) (string, error) {
 		}
 	}
 	return arg, nil
-}
-
-// schedulerArgs points the KubeSchedulerConfiguration of --config at the
-// pod's kubeconfig (in a cluster the scheduler uses the in-cluster config)
-// and has the scheduler delegate its authentication with it.
-func (c *Cluster) schedulerArgs(args []string, kubeconfigPath string, inVM bool) ([]string, error) {
-	if inVM {
-		return nil, fmt.Errorf("the scheduler runs on the host")
-	}
-	for _, a := range args {
-		path, ok := strings.CutPrefix(a, "--config=")
-		if !ok {
-			continue
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, err
-		}
-		var cfg map[string]any
-		if err := yaml.Unmarshal(data, &cfg); err != nil {
-			return nil, fmt.Errorf("scheduler config %s: %w", path, err)
-		}
-		cc, _ := cfg["clientConnection"].(map[string]any)
-		if cc == nil {
-			cc = map[string]any{}
-		}
-		cc["kubeconfig"] = kubeconfigPath
-		cfg["clientConnection"] = cc
-		if data, err = yaml.Marshal(cfg); err != nil {
-			return nil, err
-		}
-		// The ConfigMap's copy is the pod's own: rewriting it is like the
-		// in-cluster config the scheduler would read.
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			return nil, err
-		}
-	}
-	return append(args, "--bind-address=127.0.0.1", "--authentication-kubeconfig="+kubeconfigPath,
-		"--authorization-kubeconfig="+kubeconfigPath), nil
 }
 
 // WaitPods waits until the pods matching labels in namespace exist (a

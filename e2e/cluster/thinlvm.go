@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
@@ -172,36 +174,61 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 				}
 			}
 		}
+		// The kubelet's host shares the directories its pods mount
+		// Bidirectional (systemd makes every mount shared).
+		for _, ct := range pod.Spec.Containers {
+			for _, m := range ct.VolumeMounts {
+				if ptr.Deref(m.MountPropagation, "") != corev1.MountPropagationBidirectional {
+					continue
+				}
+				for _, v := range pod.Spec.Volumes {
+					if v.Name == m.Name && v.HostPath != nil {
+						if _, err := n.VM.Run(ctx, "/share/bin/podrun", "share", v.HostPath.Path); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
 		c.mu.Lock()
 		if c.vmPods == nil {
 			c.vmPods = map[string]*lvmvm.VM{}
 		}
 		c.vmPods[pod.Name] = n.VM
 		c.mu.Unlock()
-		return c.RunPod(ctx, pod, PodOptions{VM: n.VM, ExtraArgs: map[string][]string{
-			"thinlvm-node": vmAgentArgs,
-		}})
+		if err := c.RunPod(ctx, pod, PodOptions{VM: n.VM, ExtraArgs: map[string][]string{
+			"thinlvm-node": agentArgs,
+		}}); err != nil {
+			return err
+		}
+		// Tests play the kubelet on the agent's CSI socket from the host,
+		// through the VM's forwarded CSI port (lvmvm.VM.DialCSI).
+		return n.VM.Spawn(ctx, "csi-forward@"+pod.Name, "/share/pods/"+pod.Name+"/csi-forward.log", "/share/bin/podrun", "forward",
+			"--listen=:"+strconv.Itoa(lvmvm.CSIPort), "--to=/var/lib/kubelet/plugins/thinlvm.io/csi.sock")
 	}
 	size := n.VGSize
 	if size == 0 {
 		size = 100 << 30
 	}
+	// The image's lvmd runs fakelvm, mounted in with the directory of its
+	// state, instead of the image's lvm2.
 	return c.RunPod(ctx, pod, PodOptions{
 		ExtraArgs: map[string][]string{
 			"thinlvm-node": agentArgs,
-			"lvmd":         {"--lvm-path=" + filepath.Join(c.Bin, "fakelvm"), "--refresh-interval=5s"},
+			"lvmd":         {"--lvm-path=/usr/local/bin/fakelvm", "--refresh-interval=5s"},
 		},
-		Env: map[string][]string{"lvmd": {"FAKELVM_STATE=" + filepath.Join(dir, "lvm.json"), "FAKELVM_VG_SIZE=" + strconv.FormatUint(size, 10)}},
+		Env:    map[string][]string{"lvmd": {"FAKELVM_STATE=/var/lib/fakelvm/lvm.json", "FAKELVM_VG_SIZE=" + strconv.FormatUint(size, 10)}},
+		Mounts: map[string][]string{"lvmd": {filepath.Join(c.Bin, "fakelvm") + ":/usr/local/bin/fakelvm:ro", dir + ":/var/lib/fakelvm"}},
 	})
 }
 
 // agentArgs are the node agent's test-speed intervals, after the
-// DaemonSet's args; vmAgentArgs add the VM's qemu-img and a scratch
-// directory off the 9p share.
-var (
-	agentArgs   = []string{"--lvmnode-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s"}
-	vmAgentArgs = append(slices.Clone(agentArgs), "--qemu-img=/usr/bin/qemu-img", "--scratch-dir=/tmp")
-)
+// DaemonSet's args.
+var agentArgs = []string{"--lvmnode-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s"}
+
+// VMPackages are what the VM node needs of this module besides lvmvm's own:
+// podrun, the container runtime. Pass them as lvmvm.Options.Packages.
+var VMPackages = []string{"./e2e/cluster/podrun"}
 
 // NodeProcess is the harness's name of a container of a node's pod, e.g.
 // NodeProcess("node-a", "lvmd").
@@ -209,6 +236,19 @@ func (c *Cluster) NodeProcess(node, container string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return container + "@" + c.nodePods[node]
+}
+
+// VMLog is the log of a container of a VM node's pod.
+func (c *Cluster) VMLog(node, container string) string {
+	c.mu.Lock()
+	podName := c.nodePods[node]
+	vm := c.vmPods[podName]
+	c.mu.Unlock()
+	if vm == nil {
+		return ""
+	}
+	b, _ := os.ReadFile(filepath.Join(vm.ShareDir(), "pods", podName, container+".log"))
+	return string(b)
 }
 
 // RestartVMAgent starts the VM node's agent again (its pod's thinlvm-node
@@ -224,7 +264,7 @@ func (c *Cluster) RestartVMAgent(ctx context.Context, node string) error {
 	}
 	pod.Spec.Containers = slices.DeleteFunc(pod.Spec.Containers, func(ct corev1.Container) bool { return ct.Name != "thinlvm-node" })
 	return c.RunPod(ctx, pod, PodOptions{VM: vm, ExtraArgs: map[string][]string{
-		"thinlvm-node": vmAgentArgs,
+		"thinlvm-node": agentArgs,
 	}})
 }
 
@@ -245,6 +285,10 @@ func (c *Cluster) WaitLVMNode(ctx context.Context, name string) error {
 // lvmd is stopped, so that lvmd reads the new state at once when it starts
 // again.
 func (c *Cluster) editFakeLVM(node string, edit func(st map[string]any) error) error {
+	// It returns once lvmd serves again: a request in the window would
+	// find no socket and fail as LVMDUnavailable instead of meeting the
+	// new state.
+	defer c.waitLVMDSocket(node)
 	return c.Restart(c.NodeProcess(node, "lvmd"), func() error {
 		path := filepath.Join(c.Dir, "nodes", node, "lvm.json")
 		data, err := os.ReadFile(path)
@@ -263,6 +307,18 @@ func (c *Cluster) editFakeLVM(node string, edit func(st map[string]any) error) e
 		}
 		return os.WriteFile(path, data, 0o644)
 	})
+}
+
+// waitLVMDSocket waits (up to a minute) until a fake node's lvmd accepts
+// connections on its socket.
+func (c *Cluster) waitLVMDSocket(node string) {
+	sock := filepath.Join(c.Dir, "nodes", node, "root", "run", "thinlvm", "lvmd.sock")
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if conn, err := net.Dial("unix", sock); err == nil {
+			conn.Close()
+			return
+		}
+	}
 }
 
 // FillFakePool makes a fake node's thin pool 100% full of data, as if its
@@ -312,4 +368,16 @@ func (c *Cluster) WaitCapacityFor(ctx context.Context, node, storageClass string
 		}
 		return false, nil
 	})
+}
+
+// Uninstall deletes what Install applied from deploy/ (docs/uninstall.md,
+// step 2): kubectl delete -k deploy/. It does not wait for the namespace to
+// go: its pods are this harness's processes, which Stop ends.
+func (c *Cluster) Uninstall(ctx context.Context) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	_, err = c.kubectl(ctx, "delete", "-k", filepath.Join(root, "deploy"), "--wait=false", "--ignore-not-found")
+	return err
 }

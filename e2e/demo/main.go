@@ -171,7 +171,7 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	if err := step("boot the VM: Debian kernel, lvm2, a 64 GiB sparse disk", func() (string, error) {
-		vm, err = lvmvm.Start(ctx, lvmvm.Options{Disks: []string{"64G"}, HostLoopback: true})
+		vm, err = lvmvm.Start(ctx, lvmvm.Options{Disks: []string{"64G"}, HostLoopback: true, Packages: cluster.VMPackages})
 		if err != nil {
 			return "", err
 		}
