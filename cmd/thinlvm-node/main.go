@@ -112,7 +112,9 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, RetryAfter: o.noSpaceRetryAfter}).SetupWithManager(mgr); err != nil {
+	recorder := mgr.GetEventRecorder("thinlvm-node")
+	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, RetryAfter: o.noSpaceRetryAfter,
+		APIReader: mgr.GetAPIReader(), Recorder: recorder, Metrics: reconciler.NewMetrics(ctrlmetrics.Registry)}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	qemuImg, err := exec.LookPath(o.qemuImg)
@@ -121,7 +123,7 @@ func run(o options) error {
 		qemuImg = ""
 	}
 	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: client, NodeName: o.nodeName,
-		Writer: &golden.Writer{QemuImg: qemuImg, ScratchDir: o.scratchDir}, Recorder: mgr.GetEventRecorder("thinlvm-node"),
+		Writer: &golden.Writer{QemuImg: qemuImg, ScratchDir: o.scratchDir}, Recorder: recorder,
 		RetryAfter: o.goldenRetry, Metrics: golden.NewMetrics(ctrlmetrics.Registry)}).SetupWithManager(mgr); err != nil {
 		return err
 	}

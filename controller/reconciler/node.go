@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -106,8 +107,9 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 }
 
 // cleanup deletes the PVCs bound to thinlvm PVs of the node, then the
-// node's LogicalVolumes (removing the agent's finalizer: the agent is
-// gone). It returns how many LogicalVolumes it deleted.
+// node's LogicalVolumes, and removes the agent's finalizer from them: the
+// agent is gone with its disks. It returns how many LogicalVolumes it
+// deleted.
 func (r *NodeReconciler) cleanup(ctx context.Context, node string) (int, error) {
 	pvs := &corev1.PersistentVolumeList{}
 	if err := r.Client.List(ctx, pvs); err != nil {
@@ -135,21 +137,43 @@ func (r *NodeReconciler) cleanup(ctx context.Context, node string) (int, error) 
 		if lv.Spec.NodeName != node {
 			continue
 		}
-		if controllerutil.ContainsFinalizer(lv, thinlvmv1.LogicalVolumeFinalizer) {
-			patch := client.MergeFrom(lv.DeepCopy())
-			controllerutil.RemoveFinalizer(lv, thinlvmv1.LogicalVolumeFinalizer)
-			if err := r.Client.Patch(ctx, lv, patch); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("remove finalizer of LogicalVolume %s: %w", lv.Name, err))
-				continue
-			}
-		}
+		// Deleted first, the finalizer taken off second: an agent still
+		// running (its Node deleted under it) puts the finalizer back on
+		// an object that is not being deleted, and the API server refuses
+		// new finalizers once it is. The other way round, the agent could
+		// re-add it in between and leave the object Terminating for good.
 		if err := r.Client.Delete(ctx, lv); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete LogicalVolume %s: %w", lv.Name, err))
+			continue
+		}
+		if err := r.removeFinalizer(ctx, lv); err != nil {
+			errs = append(errs, fmt.Errorf("remove finalizer of LogicalVolume %s: %w", lv.Name, err))
 			continue
 		}
 		deleted++
 	}
 	return deleted, errors.Join(errs...)
+}
+
+// removeFinalizer takes the agent's finalizer off a deleted LogicalVolume.
+// It reads the object past the cache and patches with its resourceVersion
+// (the agent may be removing the finalizer itself), retrying on conflict;
+// an object already gone is done.
+func (r *NodeReconciler) removeFinalizer(ctx context.Context, lv *thinlvmv1.LogicalVolume) error {
+	key := client.ObjectKeyFromObject(lv)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &thinlvmv1.LogicalVolume{}
+		if err := r.APIReader.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		if !controllerutil.ContainsFinalizer(cur, thinlvmv1.LogicalVolumeFinalizer) {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(cur.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.RemoveFinalizer(cur, thinlvmv1.LogicalVolumeFinalizer)
+		return r.Client.Patch(ctx, cur, patch)
+	})
+	return client.IgnoreNotFound(err)
 }
 
 // onNode tells whether a PV's node affinity pins it to node by thinlvm's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
@@ -23,6 +25,48 @@ import (
 )
 
 var k8s client.Client
+
+// stillRunning is a node whose agent outlives its Node: before every write
+// of the node cleanup to one of its LogicalVolumes, liveAgent acts on it as
+// the agent does.
+const stillRunning = "still-running"
+
+// agentLooks counts liveAgent's turns.
+var agentLooks atomic.Int32
+
+// liveAgent does what a live node agent does to a LogicalVolume of its
+// node: it puts its finalizer back on one that is not being deleted.
+func liveAgent(ctx context.Context, obj client.Object) {
+	if lv, ok := obj.(*thinlvmv1.LogicalVolume); !ok || lv.Spec.NodeName != stillRunning {
+		return
+	}
+	agentLooks.Add(1)
+	lv := &thinlvmv1.LogicalVolume{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), lv); err != nil || !lv.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(lv, thinlvmv1.LogicalVolumeFinalizer) {
+		return
+	}
+	patch := client.MergeFrom(lv.DeepCopy())
+	controllerutil.AddFinalizer(lv, thinlvmv1.LogicalVolumeFinalizer)
+	_ = k8s.Patch(ctx, lv, patch)
+}
+
+// agentBetween runs liveAgent before each write of the client it wraps.
+type agentBetween struct{ client.Client }
+
+func (c agentBetween) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	liveAgent(ctx, obj)
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c agentBetween) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	liveAgent(ctx, obj)
+	return c.Client.Update(ctx, obj, opts...)
+}
+
+func (c agentBetween) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	liveAgent(ctx, obj)
+	return c.Client.Delete(ctx, obj, opts...)
+}
 
 func TestMain(m *testing.M) {
 	env, err := envtest.Start()
@@ -34,7 +78,7 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err == nil {
-		err = (&reconciler.NodeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr)
+		err = (&reconciler.NodeReconciler{Client: agentBetween{mgr.GetClient()}, APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr)
 	}
 	if err == nil {
 		err = (&reconciler.GoldenImageReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
@@ -141,4 +185,46 @@ func TestNodeDeletedWhileDownIsCleanedUp(t *testing.T) {
 	eventually(t, "the orphan LogicalVolume to go", func() bool {
 		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "pvc-orphan"}, &thinlvmv1.LogicalVolume{}))
 	})
+}
+
+// A Node deleted while its agent still runs: the agent puts its finalizer
+// back on every LogicalVolume of its node that is not being deleted, and
+// here it does so before each write of the cleanup (agentBetween). No
+// LogicalVolume may be left Terminating with the finalizer: once the agent
+// is gone, nobody would remove it.
+func TestCleanupRacesALiveAgent(t *testing.T) {
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: stillRunning}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	for i := range n {
+		name := fmt.Sprintf("pvc-race-%d", i)
+		lv := &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{thinlvmv1.LogicalVolumeFinalizer}},
+			Spec: thinlvmv1.LogicalVolumeSpec{Name: name, NodeName: stillRunning, Size: resource.MustParse("1Gi")}}
+		if err := k8s.Create(ctx, lv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: stillRunning}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for i := range n {
+		name := fmt.Sprintf("pvc-race-%d", i)
+		for {
+			lv := &thinlvmv1.LogicalVolume{}
+			err := k8s.Get(ctx, types.NamespacedName{Name: name}, lv)
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("LogicalVolume %s left (deletionTimestamp %v, finalizers %v, %v)", name, lv.DeletionTimestamp, lv.Finalizers, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if got := agentLooks.Load(); got < n {
+		t.Errorf("the agent looked %d times between the cleanup's writes, want at least %d", got, n)
+	}
 }

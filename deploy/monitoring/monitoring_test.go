@@ -17,6 +17,7 @@ import (
 	"github.com/thinlvm/thinlvm/controller/csi"
 	"github.com/thinlvm/thinlvm/lvmd/server"
 	"github.com/thinlvm/thinlvm/node/golden"
+	"github.com/thinlvm/thinlvm/node/reconciler"
 )
 
 // promtool is built from its Go module by `make promtool`.
@@ -112,6 +113,7 @@ func TestRulesAndDashboardNameServedMetrics(t *testing.T) {
 	served := descNames{}
 	server.NewMetrics(served)
 	golden.NewMetrics(served)
+	reconciler.NewMetrics(served)
 	csi.NewMetrics(served)
 	csi.NewPhaseCollector(served, nil)
 	if len(served) < 10 {

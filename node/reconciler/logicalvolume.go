@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -15,12 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -43,6 +46,19 @@ type LogicalVolumeReconciler struct {
 	// RetryAfter is how long to wait before retrying a request lvmd refused
 	// for lack of space; default one minute.
 	RetryAfter time.Duration
+	// APIReader, when set, runs the start-up sweep of orphan LVs (LVs whose
+	// LogicalVolume no longer exists): it confirms past the cache that an
+	// object is gone before its LV is removed.
+	APIReader client.Reader
+	// Recorder, when set, reports each orphan LV the sweep removed (or
+	// failed to) as an Event on this node's LVMNode.
+	Recorder events.EventRecorder
+	// Metrics, when set, counts the orphan LVs removed.
+	Metrics *Metrics
+
+	// sweeping is held by the sweep while it removes an orphan LV, and
+	// shared by every reconcile.
+	sweeping sync.RWMutex
 }
 
 // +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes,verbs=get;list;watch;update;patch
@@ -50,11 +66,18 @@ type LogicalVolumeReconciler struct {
 // +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes/finalizers,verbs=update
 // +kubebuilder:rbac:groups=thinlvm.io,resources=goldenimages,verbs=get;list;watch
 // +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler for this node's LogicalVolumes,
 // and wakes those waiting for a golden base when this node's LVMNode
-// reports its bases changed.
+// reports its bases changed. With an APIReader it also registers the
+// start-up sweep of orphan LVs.
 func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.APIReader != nil {
+		if err := mgr.Add(manager.RunnableFunc(r.sweep)); err != nil {
+			return err
+		}
+	}
 	onNode := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		lv, ok := o.(*thinlvmv1.LogicalVolume)
 		return ok && lv.Spec.NodeName == r.NodeName
@@ -90,6 +113,9 @@ func (r *LogicalVolumeReconciler) waitingForBase(ctx context.Context, _ client.O
 
 // Reconcile implements reconcile.Reconciler.
 func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// The sweep never removes an LV while a reconcile may be using it.
+	r.sweeping.RLock()
+	defer r.sweeping.RUnlock()
 	logger := log.FromContext(ctx)
 	lv := &thinlvmv1.LogicalVolume{}
 	if err := r.Client.Get(ctx, req.NamespacedName, lv); err != nil {
