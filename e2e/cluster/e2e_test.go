@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -387,7 +388,8 @@ func TestSnapshotAndRestoreOnTheVMNode(t *testing.T) {
 }
 
 // Deleting a Node deletes the claims bound to its volumes and its
-// LogicalVolumes.
+// LogicalVolumes; when the node comes back with its disks, its agent
+// removes the LVs whose objects went meanwhile.
 func TestNodeDeletionCleansUp(t *testing.T) {
 	if err := k.AddNode(ctx, cluster.Node{Name: "node-doomed"}); err != nil {
 		t.Fatal(err)
@@ -418,6 +420,48 @@ func TestNodeDeletionCleansUp(t *testing.T) {
 		return apierrors.IsNotFound(err) || err == nil && !claim.DeletionTimestamp.IsZero(), client.IgnoreNotFound(err)
 	})
 	_ = k.Client.Delete(ctx, pod("doomed-pod", false, nil))
+
+	// The node comes back under the same name with its disks intact: its
+	// agent finds the LV whose LogicalVolume went while it was away,
+	// removes it and says so on its LVMNode.
+	if lvs, err := k.FakeLVs("node-doomed"); err != nil || !slices.Contains(lvs, pv.Spec.CSI.VolumeHandle) {
+		t.Fatalf("the gone node's disk should still hold LV %s: %v %v", pv.Spec.CSI.VolumeHandle, lvs, err)
+	}
+	waitFor(t, "the gone node's pods to be collected", 3*time.Minute, func() (bool, error) {
+		pods := &corev1.PodList{}
+		err := k.Client.List(ctx, pods, client.InNamespace(cluster.Namespace))
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == "node-doomed" {
+				return false, err
+			}
+		}
+		return true, err
+	})
+	if err := k.AddNode(ctx, cluster.Node{Name: "node-doomed"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the returned agent to remove the orphan LV and report it", 2*time.Minute, func() (bool, error) {
+		lvs, err := k.FakeLVs("node-doomed")
+		if err != nil || slices.Contains(lvs, pv.Spec.CSI.VolumeHandle) {
+			return false, err
+		}
+		events := &corev1.EventList{}
+		if err := k.Client.List(ctx, events); err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "OrphanLVRemoved" && e.InvolvedObject.Kind == "LVMNode" && e.InvolvedObject.Name == "node-doomed" &&
+				strings.Contains(e.Message, pv.Spec.CSI.VolumeHandle) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	k.Kill(k.NodeProcess("node-doomed", "thinlvm-node"))
+	k.Kill(k.NodeProcess("node-doomed", "lvmd"))
+	if err := k.Client.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
 }
 
 // A node whose pool is full refuses the volume (ResourceExhausted, by lvm

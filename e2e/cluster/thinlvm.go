@@ -321,6 +321,24 @@ func (c *Cluster) waitLVMDSocket(node string) {
 	}
 }
 
+// FakeLVs are the names of the LVs a fake node's simulated lvm holds: its
+// disks, which outlive its processes and its Node object.
+func (c *Cluster) FakeLVs(node string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(c.Dir, "nodes", node, "lvm.json"))
+	if err != nil {
+		return nil, err
+	}
+	var st struct{ LVs []struct{ Name string } }
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("fake lvm state of %s: %w", node, err)
+	}
+	var names []string
+	for _, lv := range st.LVs {
+		names = append(names, lv.Name)
+	}
+	return names, nil
+}
+
 // FillFakePool makes a fake node's thin pool 100% full of data, as if its
 // volumes had been written: lvm then refuses new thin volumes.
 func (c *Cluster) FillFakePool(node string) error {
