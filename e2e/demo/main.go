@@ -423,7 +423,7 @@ func provision(ctx context.Context, k *cluster.Cluster, claims []*claim) (string
 		d = append(d, c.bound.Sub(c.created))
 	}
 	slices.Sort(d)
-	return fmt.Sprintf("all Bound; median %s, slowest %s", d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond)), nil
+	return fmt.Sprintf("all %d Bound; median %s, slowest %s", len(d), d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond)), nil
 }
 
 // pin is a node selector for node ("" for none: the scheduler chooses).
