@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,9 +94,17 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 		}
 		return guestDir + strings.TrimPrefix(p, podDir)
 	}
-	kubeconfigPath, token, err := c.podKubeconfig(ctx, pod, podDir, o.VM != nil)
+	token, err := c.podToken(ctx, pod)
 	if err != nil {
 		return err
+	}
+	// The sidecars' kubeconfig: they run on the host, thinlvm's containers
+	// use the in-cluster config.
+	var kubeconfigPath string
+	if o.VM == nil {
+		if kubeconfigPath, err = c.sidecarKubeconfig(podDir, token); err != nil {
+			return err
+		}
 	}
 	volumes, err := c.podVolumes(ctx, pod, podDir, token, o.VM != nil, local)
 	if err != nil {
@@ -162,7 +171,7 @@ func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.C
 	if err != nil {
 		return err
 	}
-	root, err := c.imageRoot(ctx, program(ct.Image), o.VM)
+	root, err := c.imageRoot(ctx, program(ct.Image), img, o.VM)
 	if err != nil {
 		return err
 	}
@@ -248,11 +257,11 @@ func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.C
 	return c.Run(name, nil, append([]string{filepath.Join(c.Bin, "podrun")}, run...)...)
 }
 
-// imageRoot unpacks an image once per place it runs (the host, or a VM)
+// imageRoot unpacks img (named image) once per place it runs (the host, or a VM)
 // and returns its root's path there: on the host under the cluster's
 // directory, in the VM on its tmpfs (podrun unpacks there the flattened
 // image the host writes to the share).
-func (c *Cluster) imageRoot(ctx context.Context, image string, vm *lvmvm.VM) (string, error) {
+func (c *Cluster) imageRoot(ctx context.Context, image string, img v1.Image, vm *lvmvm.VM) (string, error) {
 	c.rootsMu.Lock()
 	defer c.rootsMu.Unlock()
 	where := "host"
@@ -261,10 +270,6 @@ func (c *Cluster) imageRoot(ctx context.Context, image string, vm *lvmvm.VM) (st
 	}
 	if root, ok := c.roots[where][image]; ok {
 		return root, nil
-	}
-	img, err := imageroot.Find(filepath.Join(c.Bin, "images"), image)
-	if err != nil {
-		return "", err
 	}
 	flat := imageroot.Flatten(img)
 	defer flat.Close()
@@ -306,12 +311,12 @@ func (c *Cluster) imageRoot(ctx context.Context, image string, vm *lvmvm.VM) (st
 	return root, nil
 }
 
-// podKubeconfig asks the API server for a token of the pod's ServiceAccount,
-// bound to the pod, and writes a kubeconfig with it.
-func (c *Cluster) podKubeconfig(ctx context.Context, pod *corev1.Pod, dir string, inVM bool) (path, token string, err error) {
+// podToken asks the API server for a token of the pod's ServiceAccount,
+// bound to the pod.
+func (c *Cluster) podToken(ctx context.Context, pod *corev1.Pod) (string, error) {
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	sa := pod.Spec.ServiceAccountName
 	if sa == "" {
@@ -322,21 +327,24 @@ func (c *Cluster) podKubeconfig(ctx context.Context, pod *corev1.Pod, dir string
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}, metav1.CreateOptions{})
 	if err != nil {
-		return "", "", fmt.Errorf("token of ServiceAccount %s/%s: %w", pod.Namespace, sa, err)
+		return "", fmt.Errorf("token of ServiceAccount %s/%s: %w", pod.Namespace, sa, err)
 	}
+	return tr.Status.Token, nil
+}
+
+// sidecarKubeconfig writes to dir a kubeconfig of the API server on
+// 127.0.0.1 with token, and returns its path.
+func (c *Cluster) sidecarKubeconfig(dir, token string) (string, error) {
 	ca, err := os.ReadFile(filepath.Join(c.Dir, "pki", "ca.crt"))
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca, 0o644); err != nil {
-		return "", "", err
+	caPath := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(caPath, ca, 0o644); err != nil {
+		return "", err
 	}
-	host, caPath := "127.0.0.1", filepath.Join(dir, "ca.crt")
-	if inVM {
-		host, caPath = lvmvm.HostAddress, "/share/pods/"+pod.Name+"/ca.crt"
-	}
-	path = filepath.Join(dir, "kubeconfig")
-	return path, tr.Status.Token, kubeconfig(path, caPath, host, c.apiPort, tr.Status.Token)
+	path := filepath.Join(dir, "kubeconfig")
+	return path, kubeconfig(path, caPath, "127.0.0.1", c.apiPort, token)
 }
 
 // podVolumes makes a directory for each volume: emptyDir and configMap
