@@ -40,6 +40,9 @@ type ledger struct {
 	ttl     time.Duration
 	recheck time.Duration
 	now     func() time.Time
+	// count, when set, is told how many pods hold a reservation after
+	// every change.
+	count func(int)
 }
 
 func newLedger(ttl time.Duration) *ledger {
@@ -59,12 +62,20 @@ func (l *ledger) reserve(pod types.UID, r reservation) {
 		k := nodeClass{r.node, class}
 		l.sums[k] = sizes.Add(l.sums[k], b)
 	}
+	l.countLocked()
+}
+
+func (l *ledger) countLocked() {
+	if l.count != nil {
+		l.count(len(l.pods))
+	}
 }
 
 func (l *ledger) release(pod types.UID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.dropLocked(pod)
+	l.countLocked()
 }
 
 func (l *ledger) dropLocked(pod types.UID) {
@@ -83,10 +94,11 @@ func (l *ledger) dropLocked(pod types.UID) {
 
 // sweep drops expired reservations and those settled tells are now part of
 // their node's reported capacity. It runs once per scheduling cycle
-// (PreFilter).
+// (PreFilter), and every second when no pod is scheduled.
 func (l *ledger) sweep(settled func(reservation) bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.countLocked()
 	now := l.now()
 	for uid, r := range l.pods {
 		switch {

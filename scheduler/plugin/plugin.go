@@ -128,6 +128,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 	}
 	p := NewWithLister(args, l)
+	p.ledger.count = func(n int) { reservationsGauge.Set(float64(n)) }
 	go p.reactivate(ctx, func(pods map[string]*corev1.Pod) { h.Activate(klog.FromContext(ctx), pods) }, time.Second)
 	return p, nil
 }
@@ -137,7 +138,9 @@ func NewWithLister(args *config.ThinLVMArgs, l Lister) *Plugin {
 	return &Plugin{args: args, lister: l, ledger: newLedger(args.ReservationTTL.Duration), held: map[string]*corev1.Pod{}}
 }
 
-// reactivate moves the held pods back to the active queue every period.
+// reactivate moves the held pods back to the active queue every period,
+// and sweeps the ledger: with no pod to schedule, PreFilter would not, and
+// settled reservations would linger in the gauge.
 func (p *Plugin) reactivate(ctx context.Context, activate func(map[string]*corev1.Pod), period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -147,6 +150,7 @@ func (p *Plugin) reactivate(ctx context.Context, activate func(map[string]*corev
 			return
 		case <-t.C:
 		}
+		p.sweep()
 		p.heldMu.Lock()
 		pods := p.held
 		p.held = map[string]*corev1.Pod{}
@@ -202,10 +206,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("the pod's thinlvm claims of device class %q add up to more bytes than any node can hold", class))
 		}
 	}
-	p.ledger.sweep(func(r reservation) bool {
-		ln, err := p.lister.LVMNode(r.node)
-		return err == nil && p.settled(r, ln)
-	})
+	p.sweep()
 	state.Write(stateKey, d)
 	if logger := klog.FromContext(ctx).V(4); logger.Enabled() {
 		images := make([]string, 0, len(d.images))
@@ -218,6 +219,15 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		return &fwk.PreFilterResult{NodeNames: sets.New(d.sourceNode)}, nil
 	}
 	return nil, nil
+}
+
+// sweep drops the reservations that have expired or that their nodes now
+// report.
+func (p *Plugin) sweep() {
+	p.ledger.sweep(func(r reservation) bool {
+		ln, err := p.lister.LVMNode(r.node)
+		return err == nil && p.settled(r, ln)
+	})
 }
 
 // SignPod lets kube-scheduler batch pods with the same thinlvm demand: it

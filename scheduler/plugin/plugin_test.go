@@ -631,3 +631,45 @@ func TestDemandNeverWraps(t *testing.T) {
 		})
 	}
 }
+
+// With no pod to schedule, the ledger is still swept: a reservation that
+// expired leaves the count (the thinlvm_scheduler_reservations gauge)
+// without waiting for the next scheduling cycle.
+func TestIdleSweepDrainsReservations(t *testing.T) {
+	f := newFake()
+	f.addNode("n1", "10Gi", "10Gi")
+	f.addClaim("a", "thin", "1Gi")
+	p := NewWithLister(defaultArgs(), f)
+	counts := make(chan int, 16)
+	p.ledger.count = func(n int) {
+		select {
+		case counts <- n:
+		default:
+		}
+	}
+	state, _, _ := cycle(t, p, podWith("pa", "a"), "n1")
+	for len(counts) > 0 { // the cycle's own sweep
+		<-counts
+	}
+	p.Reserve(context.Background(), state, podWith("pa", "a"), "n1")
+	if n := <-counts; n != 1 {
+		t.Fatalf("count %d after Reserve, want 1", n)
+	}
+	p.ledger.mu.Lock()
+	p.ledger.now = func() time.Time { return time.Now().Add(time.Hour) } // past the TTL
+	p.ledger.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.reactivate(ctx, func(map[string]*corev1.Pod) {}, 10*time.Millisecond)
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case n := <-counts:
+			if n == 0 {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the expired reservation was not swept without a cycle: %d left", p.ledger.len())
+		}
+	}
+}
