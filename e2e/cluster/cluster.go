@@ -77,14 +77,32 @@ type Cluster struct {
 
 type proc struct {
 	name string
-	cmd  *exec.Cmd
 	env  []string
 	argv []string
-	done chan struct{}
+	// restart: started again when it exits, as the kubelet does with a
+	// pod's containers (restartPolicy Always).
+	restart bool
+	// done is closed when the process has stopped for good; stopping when
+	// Kill or Crash asked it to.
+	done     chan struct{}
+	stopping chan struct{}
+	stopOnce sync.Once
+
+	mu  sync.Mutex
+	cmd *exec.Cmd // the current run
 }
 
+func (p *proc) current() *exec.Cmd {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd
+}
+
+func (p *proc) stop() { p.stopOnce.Do(func() { close(p.stopping) }) }
+
 // Restart stops the named process, runs between (nil for nothing), and
-// starts it again with the same arguments and environment.
+// starts it again with the same arguments and environment (and, for a
+// container, restarted again when it exits).
 func (c *Cluster) Restart(name string, between func() error) error {
 	c.mu.Lock()
 	var last *proc
@@ -103,7 +121,7 @@ func (c *Cluster) Restart(name string, between func() error) error {
 			return err
 		}
 	}
-	return c.Run(name, last.env, last.argv...)
+	return c.run(&proc{name: name, env: last.env, argv: last.argv, restart: last.restart})
 }
 
 // Args are the arguments the named process was last started with (nil if
@@ -346,20 +364,73 @@ func (c *Cluster) kwokStages() (string, error) {
 
 // Run starts a named process logging to logs/NAME.log.
 func (c *Cluster) Run(name string, env []string, argv ...string) error {
-	logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	return c.run(&proc{name: name, env: env, argv: argv})
+}
+
+// RunContainer is Run for a pod's container: when it exits it is started
+// again after a back-off (1s, doubled up to 30s, back to 1s after a minute
+// of running), as the kubelet does, until Kill, Crash or Stop.
+func (c *Cluster) RunContainer(name string, env []string, argv ...string) error {
+	return c.run(&proc{name: name, env: env, argv: argv, restart: true})
+}
+
+func (c *Cluster) run(p *proc) error {
+	logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", name, err)
+	p.done, p.stopping = make(chan struct{}), make(chan struct{})
+	start := func() (<-chan error, error) {
+		cmd := exec.Command(p.argv[0], p.argv[1:]...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.Env = append(os.Environ(), p.env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("start %s: %w", p.name, err)
+		}
+		p.mu.Lock()
+		p.cmd = cmd
+		p.mu.Unlock()
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		return exited, nil
 	}
-	p := &proc{name: name, cmd: cmd, env: env, argv: argv, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+	exited, err := start()
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	go func() {
+		defer close(p.done)
+		defer logf.Close()
+		delay := time.Second
+		for {
+			started := time.Now()
+			err := <-exited
+			select {
+			case <-p.stopping:
+				return
+			default:
+			}
+			if !p.restart {
+				return
+			}
+			if time.Since(started) > time.Minute {
+				delay = time.Second
+			}
+			fmt.Fprintf(logf, "kubelet: %s exited (%v) after %s; restarting in %s\n", p.name, err, time.Since(started).Round(time.Millisecond), delay)
+			select {
+			case <-p.stopping:
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, 30*time.Second)
+			if exited, err = start(); err != nil {
+				fmt.Fprintf(logf, "kubelet: %v\n", err)
+				return
+			}
+		}
+	}()
 	c.mu.Lock()
 	c.procs = append(c.procs, p)
 	c.mu.Unlock()
@@ -416,22 +487,67 @@ func (c *Cluster) Kill(name string) {
 
 // Crash kills the named processes with SIGKILL, as a node losing power or
 // the OOM killer would: no signal handler runs, no lease is released.
-// Restart starts them again.
+// Nothing starts them again; Restart does.
 func (c *Cluster) Crash(name string) {
 	for _, p := range c.named(name) {
-		_ = p.cmd.Process.Kill()
+		p.stop()
+		_ = p.current().Process.Kill()
 		<-p.done
 	}
 }
 
+// KillContainer kills a pod's container with SIGKILL, as the OOM killer
+// would, and leaves it to its kubelet to start again: podrun (on the host
+// or in vm, when the pod runs there) or, for a container run as a plain
+// process, RunContainer's loop.
+func (c *Cluster) KillContainer(ctx context.Context, name string) error {
+	c.mu.Lock()
+	var vm *lvmvm.VM
+	if _, pod, ok := strings.Cut(name, "@"); ok {
+		vm = c.vmPods[pod]
+	}
+	c.mu.Unlock()
+	if vm != nil {
+		return vm.Signal(ctx, name, syscall.SIGHUP, false) // podrun kills its container
+	}
+	ps := c.named(name)
+	if len(ps) == 0 {
+		return fmt.Errorf("no container %s", name)
+	}
+	p := ps[len(ps)-1]
+	cmd := p.current()
+	if filepath.Base(p.argv[0]) == "podrun" {
+		return cmd.Process.Signal(syscall.SIGHUP)
+	}
+	if !p.restart {
+		return fmt.Errorf("%s is not a container: nothing would start it again", name)
+	}
+	return cmd.Process.Kill()
+}
+
 func stop(p *proc) {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.stop()
+	_ = p.current().Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
+		_ = p.current().Process.Kill()
 		<-p.done
 	}
+}
+
+// RestartControlPlane kills etcd and kube-apiserver with SIGKILL, starts
+// them again on the same data and port, and waits until the API server is
+// ready.
+func (c *Cluster) RestartControlPlane(ctx context.Context) error {
+	c.Crash("kube-apiserver")
+	c.Crash("etcd")
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		if err := c.Restart(name, nil); err != nil {
+			return err
+		}
+	}
+	return c.waitHTTPS(ctx, "kube-apiserver", fmt.Sprintf("https://127.0.0.1:%d/readyz", c.apiPort), filepath.Join(c.Dir, "pki", "ca.crt"), c.token)
 }
 
 // Log returns the tail of a process's log.

@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -27,15 +25,16 @@ import (
 )
 
 var (
+	tb  *cluster.Testbed
 	k   *cluster.Cluster
 	vm  *lvmvm.VM
 	ctx = context.Background()
 )
 
 const (
-	storageClass = "thinlvm-wfc"
-	blockClass   = "thinlvm-block"
-	vmNode       = "vm-node"
+	storageClass = cluster.FilesystemClass
+	blockClass   = cluster.BlockClass
+	vmNode       = cluster.VMNode
 )
 
 // TestMain starts the control plane, thinlvm, two fake nodes and one node
@@ -48,65 +47,13 @@ func run(m *testing.M) int {
 	start, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	var err error
-	k, err = cluster.Start(start, cluster.Options{Log: os.Stderr})
+	tb, err = cluster.StartTestbed(start, cluster.TestbedOptions{Log: os.Stderr, Nodes: []string{"node-a", "node-b"}, VMDisk: "16G", Pool: "8G"})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: start the control plane: %v\n", err)
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 		return 1
 	}
-	defer k.Stop()
-	fail := func(what string, err error) int {
-		dumpLogs()
-		fmt.Fprintf(os.Stderr, "FAIL: %s: %v\n", what, err)
-		return 1
-	}
-	k.CapacityPoll = 5 * time.Second
-	if err := k.Install(start); err != nil {
-		return fail("install thinlvm from deploy/", err)
-	}
-	vm, err = lvmvm.Start(start, lvmvm.Options{Disks: []string{"16G"}, HostLoopback: true, Packages: cluster.VMPackages, Log: os.Stderr})
-	if err != nil {
-		return fail("boot the VM", err)
-	}
-	defer vm.Stop()
-	if err := vm.SetupThinPool(start, "/dev/vda", "vg0", "pool0", "8G", "64M"); err != nil {
-		return fail("thin pool", err)
-	}
-	nodes := []cluster.Node{{Name: "node-a"}, {Name: "node-b"}, {Name: vmNode, VM: vm, Labels: map[string]string{"thinlvm.io/test-vm": "true"}}}
-	for _, n := range nodes {
-		if err := k.AddNode(start, n); err != nil {
-			return fail("add node "+n.Name, err)
-		}
-	}
-	for _, n := range nodes {
-		if err := k.WaitLVMNode(start, n.Name); err != nil {
-			return fail("LVMNode", err)
-		}
-	}
-	for _, sc := range []*storagev1.StorageClass{
-		{ObjectMeta: metav1.ObjectMeta{Name: storageClass}, Provisioner: thinlvmv1.DriverName,
-			VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), AllowVolumeExpansion: ptr.To(true),
-			ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete),
-			Parameters:    map[string]string{thinlvmv1.DeviceClassParameter: "ssd", "csi.storage.k8s.io/fstype": "xfs"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: blockClass}, Provisioner: thinlvmv1.DriverName,
-			VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), AllowVolumeExpansion: ptr.To(true),
-			ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete)},
-	} {
-		if err := cluster.IgnoreAlreadyExists(k.Client.Create(start, sc)); err != nil {
-			return fail("StorageClass", err)
-		}
-	}
-	vsc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
-		"metadata": map[string]any{"name": "thinlvm"}, "driver": thinlvmv1.DriverName, "deletionPolicy": "Delete",
-	}}
-	if err := cluster.IgnoreAlreadyExists(k.Client.Create(start, vsc)); err != nil {
-		return fail("VolumeSnapshotClass", err)
-	}
-	for _, n := range nodes {
-		if err := k.WaitCapacity(start, n.Name); err != nil {
-			return fail("capacity", err)
-		}
-	}
+	defer tb.Stop()
+	k, vm = tb.Cluster, tb.VM
 	code := m.Run()
 	if code != 0 {
 		dumpLogs()
@@ -116,71 +63,23 @@ func run(m *testing.M) int {
 	uctx, ucancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer ucancel()
 	if err := uninstall(uctx); err != nil {
-		return fail("uninstall", err)
+		dumpLogs()
+		fmt.Fprintf(os.Stderr, "FAIL: uninstall: %v\n", err)
+		return 1
 	}
 	fmt.Fprintln(os.Stderr, "uninstall: no LogicalVolume, CRD, Node finalizer or thinlvm LV left")
 	return 0
 }
 
-// dumpLogs prints the tails of thinlvm's processes' logs, on the host and
-// in the VM.
-func dumpLogs() {
-	for _, p := range k.Procs() {
-		if strings.HasPrefix(p, "thinlvm-") || strings.HasPrefix(p, "csi-provisioner@") || strings.HasPrefix(p, "lvmd@") {
-			fmt.Fprintf(os.Stderr, "--- %s log (tail) ---\n%s\n", p, k.Log(p))
-		}
-	}
-	if vm == nil {
-		return
-	}
-	logs, _ := filepath.Glob(filepath.Join(vm.ShareDir(), "pods", "*", "*.log"))
-	for _, l := range logs {
-		b, _ := os.ReadFile(l)
-		if len(b) > 8000 {
-			b = b[len(b)-8000:]
-		}
-		fmt.Fprintf(os.Stderr, "--- %s: %s (tail) ---\n%s\n", vmNode, filepath.Base(l), b)
-	}
-}
+func dumpLogs() { tb.DumpLogs(os.Stderr) }
 
-func pvc(name, class string, size string, block bool) *corev1.PersistentVolumeClaim {
-	p := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To(class),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
-		},
-	}
-	if block {
-		p.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock)
-	}
-	return p
-}
-
-// pod uses the claims; with block true it mounts them as devices.
-func pod(name string, block bool, affinity *corev1.Affinity, claims ...string) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: corev1.PodSpec{
-			SchedulerName: "thinlvm-scheduler", // deploy/scheduler's profile
-			Containers:    []corev1.Container{{Name: "c", Image: "busybox"}},
-			Tolerations:   []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			Affinity:      affinity,
-		},
-	}
-	for i, c := range claims {
-		v := fmt.Sprintf("v%d", i)
-		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
-		if block {
-			p.Spec.Containers[0].VolumeDevices = append(p.Spec.Containers[0].VolumeDevices, corev1.VolumeDevice{Name: v, DevicePath: "/dev/" + v})
-		} else {
-			p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: v, MountPath: "/" + v})
-		}
-	}
-	return p
-}
+// The suite's objects: claims and pods in "default", pods through the
+// thinlvm scheduler.
+var (
+	pvc    = cluster.Claim
+	pod    = cluster.Pod
+	onNode = cluster.OnNode
+)
 
 func create(t testing.TB, objs ...client.Object) {
 	t.Helper()
@@ -301,12 +200,6 @@ func TestFilesystemAndBlockVolumes(t *testing.T) {
 	deleteAll(t, pod("fs-pod", false, nil), pod("blk-pod", true, nil), pvc("fs-data", "", "1Gi", false), pvc("blk-disk", "", "1Gi", true))
 	gone(t, &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: fsPV.Spec.CSI.VolumeHandle}})
 	gone(t, &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Spec.CSI.VolumeHandle}})
-}
-
-func onNode(node string) *corev1.Affinity {
-	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
-			{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}}
 }
 
 // On the VM node the volume is a real LV; a snapshot and a claim restored

@@ -38,7 +38,8 @@ import (
 // pods of the VM node run in the VM from the same images. The
 // kubernetes-csi sidecars come from registry.k8s.io's images, which
 // cannot be fetched here: they run from binaries built from the same Go
-// modules, as processes on the host with their volumes as directories.
+// modules, as processes on the host with their volumes as directories,
+// started again when they exit.
 
 // apiClients are the sidecars that talk to the API server: they get the
 // pod's kubeconfig as --kubeconfig (in a cluster: the in-cluster config).
@@ -152,7 +153,7 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 		for k, v := range env {
 			envList = append(envList, k+"="+v)
 		}
-		if err := c.Run(ct.Name+"@"+pod.Name, append(envList, o.Env[ct.Name]...), append([]string{filepath.Join(c.K8sBin, prog)}, args...)...); err != nil {
+		if err := c.RunContainer(ct.Name+"@"+pod.Name, append(envList, o.Env[ct.Name]...), append([]string{filepath.Join(c.K8sBin, prog)}, args...)...); err != nil {
 			return err
 		}
 	}
