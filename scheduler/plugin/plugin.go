@@ -392,11 +392,15 @@ const settleAfter = 5 * time.Second
 
 // settled tells whether a reservation shows in the LVMNode: the LV of every
 // claim is made (its LogicalVolume Ready) and the node has reported since,
-// or long enough ago that it must have.
+// or long enough ago that it must have. A claim deleted meanwhile will
+// never be made: it holds nothing.
 func (p *Plugin) settled(r reservation, ln *thinlvmv1.LVMNode) bool {
 	for _, c := range r.claims {
 		ns, name, _ := strings.Cut(c, "/")
 		pvc, err := p.lister.PVC(ns, name)
+		if apierrors.IsNotFound(err) || err == nil && pvc.DeletionTimestamp != nil {
+			continue
+		}
 		if err != nil || pvc.Spec.VolumeName == "" {
 			return false
 		}

@@ -290,6 +290,14 @@ func TestReservationSettles(t *testing.T) {
 	if p.ledger.len() != 0 {
 		t.Error("a reservation the LVMNode shows was kept: it would count twice")
 	}
+	// A claim deleted before it was made holds nothing.
+	state, _, _ = cycle(t, p, podWith("pb", "b"), "n1")
+	p.Reserve(context.Background(), state, podWith("pb", "b"), "n1")
+	delete(f.pvcs, "default/b")
+	p.sweep()
+	if p.ledger.len() != 0 {
+		t.Error("the reservation of a deleted claim was kept until its TTL")
+	}
 	// TTL: a reservation whose claim never binds expires.
 	p.ledger.now = func() time.Time { return time.Now() }
 	f.nodes["n1"].Status.DeviceClasses[0].Available = resource.MustParse("10Gi")
