@@ -183,8 +183,16 @@ func (s *ControllerServer) waitReady(ctx context.Context, name string, done func
 		return nil, err
 	}
 	defer stop()
+	seen := false
 	for {
 		lv, err := s.getLV(ctx, name)
+		if err == nil {
+			seen = true
+		} else if seen && apierrors.IsNotFound(err) {
+			// Deleted under the wait (a node cleanup, an earlier attempt's
+			// refusal): nobody will make it Ready.
+			return nil, status.Errorf(codes.Aborted, "LogicalVolume %s was deleted while waiting for its node; retry", name)
+		}
 		if err == nil && lv.Status.ObservedGeneration == lv.Generation {
 			if done(lv) {
 				return lv, nil
@@ -205,6 +213,18 @@ func (s *ControllerServer) waitReady(ctx context.Context, name string, done func
 		case <-wake:
 		}
 	}
+}
+
+// stillDeleting refuses to wait on a LogicalVolume that an earlier,
+// refused attempt deleted and that its node has not removed yet (its agent
+// or lvmd is down): it will go, and waiting for it to become Ready would
+// only run out the caller's deadline. Aborted: the provisioner retries,
+// and the retry after it is gone makes a new one.
+func stillDeleting(lv *thinlvmv1.LogicalVolume) error {
+	if lv.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	return status.Errorf(codes.Aborted, "LogicalVolume %s is still being deleted by node %s after an earlier attempt; retry once it is gone", lv.Name, lv.Spec.NodeName)
 }
 
 func ready(lv *thinlvmv1.LogicalVolume) bool {
@@ -352,6 +372,9 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 	lv, err := s.getLV(ctx, name)
 	switch {
 	case err == nil:
+		if err := stillDeleting(lv); err != nil {
+			return nil, err
+		}
 		if err := compatible(lv, want, req.GetCapacityRange().GetLimitBytes(), class, source); err != nil {
 			return nil, err
 		}
@@ -548,6 +571,9 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 	lv, err := s.getLV(ctx, name)
 	switch {
 	case err == nil:
+		if err := stillDeleting(lv); err != nil {
+			return nil, err
+		}
 		if !isSnapshot(lv) || snapshotSource(lv) != req.GetSourceVolumeId() {
 			return nil, status.Errorf(codes.AlreadyExists, "snapshot %s exists with another source", req.GetName())
 		}

@@ -212,6 +212,57 @@ func TestNodeRefusalLeavesNothing(t *testing.T) {
 	}
 }
 
+// A retry that meets the LogicalVolume an earlier, refused attempt deleted
+// (its node could not remove it yet: lvmd is down) is told to come back
+// at once, instead of waiting for an object that will never be Ready; once
+// the node removed it, the next retry makes the volume.
+func TestRetryAfterRefusalWhileTheNodeIsDown(t *testing.T) {
+	down := status.Error(codes.Unavailable, "dial unix /run/thinlvm/lvmd.sock: connection refused")
+	lvmd["n1"].SetFail("CreateLV", down)
+	lvmd["n1"].SetFail("RemoveLV", down)
+	defer lvmd["n1"].SetFail("CreateLV", nil)
+	defer lvmd["n1"].SetFail("RemoveLV", nil)
+	const name = "pvc-node-down"
+	if _, err := createVolume(t, name, 1<<30, top("n1"), nil); status.Code(err) != codes.Unavailable {
+		t.Fatalf("first attempt: %v, want Unavailable", err)
+	}
+	// Retries come while the node is still down: each is answered at once
+	// (a retry read before the controller's cache saw the deletion meets
+	// the refusal again), and once the deletion shows, with Aborted.
+	for i, aborted := 0, false; !aborted; i++ {
+		if i == 100 {
+			t.Fatal("no retry was told Aborted while the refused LogicalVolume waited for its node")
+		}
+		_, err := createVolume(t, name, 1<<30, top("n1"), nil)
+		switch {
+		case status.Code(err) == codes.Aborted && strings.Contains(err.Error(), "still being deleted"):
+			aborted = true
+		case status.Code(err) != codes.Unavailable:
+			t.Fatalf("retry while the refused LogicalVolume waits for its node: %v, want Aborted", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	lvmd["n1"].SetFail("CreateLV", nil)
+	lvmd["n1"].SetFail("RemoveLV", nil)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		v, err := createVolume(t, name, 1<<30, top("n1"), nil)
+		if err == nil {
+			if nodeOf(v) != "n1" {
+				t.Errorf("made on %s", nodeOf(v))
+			}
+			break
+		}
+		if status.Code(err) != codes.Aborted || time.Now().After(deadline) {
+			t.Fatalf("once the node is back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := srv.DeleteVolume(context.Background(), &csispec.DeleteVolumeRequest{VolumeId: name}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSnapshotsClonesAndSourceNode(t *testing.T) {
 	ctx := context.Background()
 	v, err := createVolume(t, "pvc-src", 1<<30, top("n1"), nil)
