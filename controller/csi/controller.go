@@ -345,10 +345,10 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 		source, sourceNode = &thinlvmv1.VolumeSource{Kind: kind, Name: id}, src.Spec.NodeName
 	}
 	var image *thinlvmv1.GoldenImage
-	if imageName := req.GetParameters()[thinlvmv1.GoldenImageParameter]; imageName != "" {
-		if source != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "a volume of golden image %s cannot also have a volume_content_source", imageName)
-		}
+	// A clone or restore in a golden class is a thin snapshot of its
+	// source, which already holds the image's blocks (KubeVirt clones and
+	// restores VM disks in their own class): the class's image is not used.
+	if imageName := req.GetParameters()[thinlvmv1.GoldenImageParameter]; imageName != "" && source == nil {
 		image = &thinlvmv1.GoldenImage{}
 		if err := s.Client.Get(ctx, types.NamespacedName{Name: imageName}, image); err != nil {
 			if apierrors.IsNotFound(err) {

@@ -290,7 +290,10 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 				if class == "" {
 					class = gi.Spec.DeviceClass // the controller makes the volume in its image's class
 				}
-				if !slices.ContainsFunc(d.images, func(o *thinlvmv1.GoldenImage) bool { return o.Name == img }) {
+				// A clone or restore in a golden class is a snapshot of its
+				// source (in the image's class): the source's node decides,
+				// not the image's bases.
+				if pvc.Spec.DataSource == nil && !slices.ContainsFunc(d.images, func(o *thinlvmv1.GoldenImage) bool { return o.Name == img }) {
 					d.images = append(d.images, gi)
 				}
 			}

@@ -508,6 +508,17 @@ func TestGoldenVolumesTakeTheImagesClass(t *testing.T) {
 	if hdd, ssd := p.ledger.reserved("both", "hdd"), p.ledger.reserved("both", "ssd"); hdd != 2<<30 || ssd != 0 {
 		t.Errorf("reserved %d in hdd and %d in ssd, want 2Gi in hdd", hdd, ssd)
 	}
+	// A clone in the golden class counts in the image's class but not the
+	// base: it is a snapshot of its source.
+	f.addClaim("copy", "golden", "2Gi")
+	f.pvcs["default/copy"].Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "root"}
+	d, err := p.demandOf(context.Background(), podWith("vm2", "copy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.images) != 0 || d.bytes["hdd"] != 2<<30 {
+		t.Errorf("clone in a golden class: images %v, bytes %v; want no image and 2Gi in hdd", d.images, d.bytes)
+	}
 }
 
 // A pod turned away only by reservations in flight is moved back to the
