@@ -516,7 +516,7 @@ func (c *Cluster) KillContainer(ctx context.Context, name string) error {
 	}
 	p := ps[len(ps)-1]
 	cmd := p.current()
-	if filepath.Base(p.argv[0]) == "podrun" {
+	if filepath.Base(p.argv[0]) == "podrun" && p.argv[1] == "run" {
 		return cmd.Process.Signal(syscall.SIGHUP)
 	}
 	if !p.restart {

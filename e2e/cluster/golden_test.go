@@ -498,7 +498,7 @@ func TestGoldenImagePopulationInterrupted(t *testing.T) {
 	if f, ok := bases(t)[baseLV]; !ok || f[0][1] != 'w' {
 		t.Fatalf("after the kill the base is %v; want a writable, half-written LV", f)
 	}
-	if err := k.RestartVMAgent(ctx, vmNode); err != nil {
+	if err := k.StartVMContainers(ctx, vmNode, "thinlvm-node"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the base Ready", 3*time.Minute, func() (bool, error) {

@@ -153,7 +153,10 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 		for k, v := range env {
 			envList = append(envList, k+"="+v)
 		}
-		if err := c.RunContainer(ct.Name+"@"+pod.Name, append(envList, o.Env[ct.Name]...), append([]string{filepath.Join(c.K8sBin, prog)}, args...)...); err != nil {
+		// Each pod has its own hostname, as under a kubelet: the sidecars'
+		// leader election tells the replicas apart by it.
+		argv := append([]string{filepath.Join(c.Bin, "podrun"), "exec", "--hostname=" + pod.Name, "--", filepath.Join(c.K8sBin, prog)}, args...)
+		if err := c.RunContainer(ct.Name+"@"+pod.Name, append(envList, o.Env[ct.Name]...), argv...); err != nil {
 			return err
 		}
 	}
@@ -211,7 +214,7 @@ func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.C
 	}
 	argv = append(argv, o.ExtraArgs[ct.Name]...)
 
-	run := []string{"run", "--root=" + root, "--restart-delay=1s"}
+	run := []string{"run", "--root=" + root, "--restart-delay=1s", "--hostname=" + pod.Name}
 	if cf.Config.User != "" {
 		run = append(run, "--user="+cf.Config.User)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -251,9 +252,26 @@ func (c *Cluster) VMLog(node, container string) string {
 	return string(b)
 }
 
-// RestartVMAgent starts the VM node's agent again (its pod's thinlvm-node
-// container), e.g. after a test killed it.
-func (c *Cluster) RestartVMAgent(ctx context.Context, node string) error {
+// StopVMContainers stops containers of a VM node's pod (SIGTERM, and their
+// podrun with them): nothing starts them again until StartVMContainers.
+func (c *Cluster) StopVMContainers(ctx context.Context, node string, containers ...string) error {
+	c.mu.Lock()
+	vm := c.vmPods[c.nodePods[node]]
+	c.mu.Unlock()
+	if vm == nil {
+		return fmt.Errorf("node %s is not a VM node", node)
+	}
+	for _, ct := range containers {
+		if err := vm.Signal(ctx, c.NodeProcess(node, ct), syscall.SIGTERM, true); err != nil {
+			return fmt.Errorf("stop %s on %s: %w", ct, node, err)
+		}
+	}
+	return nil
+}
+
+// StartVMContainers starts containers of a VM node's pod again, e.g. after
+// a test stopped or killed them.
+func (c *Cluster) StartVMContainers(ctx context.Context, node string, containers ...string) error {
 	c.mu.Lock()
 	podName := c.nodePods[node]
 	vm := c.vmPods[podName]
@@ -262,10 +280,27 @@ func (c *Cluster) RestartVMAgent(ctx context.Context, node string) error {
 	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: Namespace, Name: podName}, pod); err != nil {
 		return err
 	}
-	pod.Spec.Containers = slices.DeleteFunc(pod.Spec.Containers, func(ct corev1.Container) bool { return ct.Name != "thinlvm-node" })
+	pod.Spec.Containers = slices.DeleteFunc(pod.Spec.Containers, func(ct corev1.Container) bool { return !slices.Contains(containers, ct.Name) })
 	return c.RunPod(ctx, pod, PodOptions{VM: vm, ExtraArgs: map[string][]string{
 		"thinlvm-node": agentArgs,
 	}})
+}
+
+// SetNodeHeartbeat starts or stops the Node's heartbeats (kwok plays its
+// kubelet): without them the node lifecycle controller marks it NotReady
+// (Unknown) after its grace period and taints it unreachable.
+func (c *Cluster) SetNodeHeartbeat(ctx context.Context, node string, on bool) error {
+	n := &corev1.Node{}
+	if err := c.Client.Get(ctx, types.NamespacedName{Name: node}, n); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	if on {
+		n.Annotations["kwok.x-k8s.io/node"] = "fake"
+	} else {
+		delete(n.Annotations, "kwok.x-k8s.io/node")
+	}
+	return c.Client.Patch(ctx, n, patch)
 }
 
 // WaitLVMNode waits until the node's LVMNode reports a device class.

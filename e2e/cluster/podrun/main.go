@@ -7,7 +7,8 @@
 // the real-LVM VM; it needs root.
 //
 //	podrun run --root DIR [--mount SRC:DST[:ro,rshared|rslave]]... [--env K=V]...
-//	      [--workdir DIR] [--user UID[:GID]] [--private-ipc] [--restart-delay 1s] -- ARGV...
+//	      [--workdir DIR] [--user UID[:GID]] [--private-ipc] [--hostname NAME] [--restart-delay 1s] -- ARGV...
+//	podrun exec --hostname NAME -- ARGV...  # ARGV with the pod's hostname, in the host's file system
 //	podrun unpack --tar FILE --to DIR     # an image's flattened file system (imageroot.Flatten)
 //	podrun share DIR                      # make DIR a shared mount (for Bidirectional volumes)
 //	podrun forward --listen :PORT --to SOCKET  # TCP to a unix socket: a test plays the kubelet from the host
@@ -26,6 +27,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,6 +47,8 @@ func main() {
 		err = supervise(os.Args[2:])
 	case "init": // the container's process before exec: see start
 		err = initContainer(os.Args[2:])
+	case "exec":
+		err = execHostname(os.Args[2:])
 	case "unpack":
 		err = unpack(os.Args[2:])
 	case "share":
@@ -69,6 +73,7 @@ type spec struct {
 	root, workdir, user string
 	mounts, env         list
 	privateIPC          bool
+	hostname            string
 	restartDelay        time.Duration
 	argv                []string
 }
@@ -87,6 +92,7 @@ func parse(args []string) (*spec, error) {
 	fs.StringVar(&s.workdir, "workdir", "/", "the container's working directory")
 	fs.StringVar(&s.user, "user", "", "UID[:GID] to run as (the image's user); root when empty")
 	fs.BoolVar(&s.privateIPC, "private-ipc", false, "an IPC namespace of its own (a pod without hostIPC)")
+	fs.StringVar(&s.hostname, "hostname", "", "the pod's hostname, in a UTS namespace of its own (a pod's replicas must not share one: leader election tells them apart by it)")
 	fs.DurationVar(&s.restartDelay, "restart-delay", time.Second, "first delay before a restart, doubled up to 30s; 0 never restarts")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -114,6 +120,9 @@ func supervise(args []string) error {
 		flags := uintptr(syscall.CLONE_NEWNS)
 		if s.privateIPC {
 			flags |= syscall.CLONE_NEWIPC
+		}
+		if s.hostname != "" {
+			flags |= syscall.CLONE_NEWUTS
 		}
 		// Pdeathsig: when podrun is killed, so is its container.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
@@ -200,6 +209,11 @@ func initContainer(args []string) error {
 			return err
 		}
 	}
+	if s.hostname != "" {
+		if err := syscall.Sethostname([]byte(s.hostname)); err != nil {
+			return fmt.Errorf("hostname %s: %w", s.hostname, err)
+		}
+	}
 	if err := syscall.Chroot(root); err != nil {
 		return fmt.Errorf("chroot %s: %w", root, err)
 	}
@@ -222,6 +236,32 @@ func initContainer(args []string) error {
 		}
 	}
 	return syscall.Exec(path, s.argv, env)
+}
+
+// execHostname runs a command as it is, in the host's file system, with a
+// hostname of its own: a UTS namespace unshared by this thread, which exec
+// hands to the command.
+func execHostname(args []string) error {
+	fs := flag.NewFlagSet("podrun exec", flag.ContinueOnError)
+	hostname := fs.String("hostname", "", "the pod's hostname")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *hostname == "" || fs.NArg() == 0 {
+		return errors.New("--hostname and a command are required")
+	}
+	path, err := exec.LookPath(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	runtime.LockOSThread() // the namespace is this thread's
+	if err := syscall.Unshare(syscall.CLONE_NEWUTS); err != nil {
+		return fmt.Errorf("unshare the UTS namespace: %w", err)
+	}
+	if err := syscall.Sethostname([]byte(*hostname)); err != nil {
+		return fmt.Errorf("hostname %s: %w", *hostname, err)
+	}
+	return syscall.Exec(path, fs.Args(), os.Environ())
 }
 
 // bind mounts src at dst inside root, making dst (a directory or a file,
