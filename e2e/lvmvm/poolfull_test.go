@@ -172,3 +172,165 @@ func TestPoolAutoExtendWriteBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// writeEvery writes one 64 KiB chunk of 0x5a every stride bytes of dev's
+// first size bytes, with O_DIRECT, in one xfs_io process; ctx bounds the
+// wait.
+func writeEvery(t *testing.T, ctx context.Context, dev string, size, stride uint64) (*ExecResult, time.Duration) {
+	t.Helper()
+	argv := []string{"xfs_io", "-d"}
+	for off := uint64(0); off < size; off += stride {
+		argv = append(argv, "-c", fmt.Sprintf("pwrite -q -S 0x5a -b 64k %d 64k", off))
+	}
+	argv = append(argv, dev)
+	start := time.Now()
+	res, err := testVM.Exec(ctx, argv...)
+	if err != nil {
+		t.Fatalf("xfs_io to %s did not end (a write that hangs on the pool?): %v", dev, err)
+	}
+	return res, time.Since(start)
+}
+
+// A thin pool whose metadata fills: the kernel switches the pool to
+// read-only, writers that need a new mapping get EIO at once, data already
+// written stays readable, lvmd reports the pool MetadataReadOnly and refuses
+// new volumes, and growing the metadata (no repair, no restart) puts the
+// pool back in write mode.
+//
+// vgmeta/pool has the smallest metadata lvm makes, 2 MiB (512 blocks of 4
+// KiB), and 64 KiB chunks. Mappings alone would take ~130,000 chunks to fill
+// it; snapshots fill it fast: a 1 GiB origin written densely has ~16,000
+// mappings in btree leaves its snapshots share, and a write into a snapshot
+// copies the leaf it touches (and, from the third sharer on, moves the
+// leaf's data blocks' reference counts into a btree of their own). So each
+// snapshot is written one chunk every 4 MiB, 256 writes that copy every leaf.
+func TestPoolMetadataFull(t *testing.T) {
+	ctx := testContext(t)
+	eventually(t, 30*time.Second, func() string {
+		if c := capacityOf(t, "meta"); c.GetWhenFull() != "error" {
+			return fmt.Sprintf("lvmd has not set errorwhenfull on vgmeta/pool: %v", c)
+		}
+		return ""
+	})
+	if _, err := lvs.CreateLV(ctx, &pb.CreateLVRequest{Name: "origin", DeviceClass: "meta", SizeBytes: 1024 * mib}); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := ddZero(t, ctx, "/dev/vgmeta/origin", 1024); res.ExitCode != 0 {
+		t.Fatalf("dd to the origin: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	writeRandom(t, ctx, "/dev/vgmeta/origin", 8)
+	sum := checksum(t, ctx, "/dev/vgmeta/origin", 8)
+	t.Logf("origin of 1 GiB written: metadata %s%%", factsOf(t, "vgmeta", "pool").meta)
+	// Made while the metadata is under its high-water mark; they share all
+	// of the origin's mappings and cost nothing yet.
+	const snaps = 8
+	for i := range snaps {
+		if _, err := lvs.CreateSnapshot(ctx, &pb.CreateSnapshotRequest{Name: fmt.Sprintf("snap%d", i), DeviceClass: "meta", SourceName: "origin"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var (
+		res     *ExecResult
+		took    time.Duration
+		full    = -1
+		snapSum string
+	)
+	for i := range snaps {
+		// Well under dm-thin's 60 s no_space_timeout.
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		res, took = writeEvery(t, wctx, fmt.Sprintf("/dev/vgmeta/snap%d", i), 1024*mib, 4*mib)
+		cancel()
+		if res.ExitCode != 0 {
+			full = i
+			break
+		}
+		t.Logf("snap%d written (256 chunks) in %v: metadata %s%%", i, took.Round(time.Millisecond), factsOf(t, "vgmeta", "pool").meta)
+		if i == 0 {
+			snapSum = checksum(t, ctx, "/dev/vgmeta/snap0", 8)
+		}
+	}
+	if full < 0 {
+		t.Fatalf("%d snapshots written without filling the metadata: %v", snaps, factsOf(t, "vgmeta", "pool"))
+	}
+	if !strings.Contains(string(res.Stderr), "Input/output error") {
+		t.Fatalf("xfs_io into snap%d: exit %d, stderr %q; want Input/output error", full, res.ExitCode, res.Stderr)
+	}
+	t.Logf("writes into snap%d failed (%d of 256 with EIO) and xfs_io ended after %v", full,
+		strings.Count(string(res.Stderr), "Input/output error"), took.Round(time.Millisecond))
+	rows, err := testVM.LVS(ctx, "vgmeta/pool", "lv_attr,lv_health_status,metadata_percent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rows["pool"]; len(r) != 3 || r[0] != "twi-aotzM-" || r[1] != "metadata_read_only" || r[2] != "100.00" {
+		t.Errorf("lvs of the pool with full metadata: %q, want twi-aotzM-, metadata_read_only, 100.00", r)
+	}
+	status, err := testVM.Run(ctx, "dmsetup", "status", "vgmeta-pool-tpool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dmsetup status: %s", strings.TrimSpace(status))
+	// <transaction> <used>/<total> metadata, data, <held root> <mode> ...
+	// <needs_check>: the pool is read-only, its metadata all used, and it
+	// does not need a check.
+	if f := strings.Fields(status); len(f) < 11 || f[4] != "512/512" || f[7] != "ro" || f[10] != "-" {
+		t.Errorf("dmsetup status %q: want 512/512 metadata blocks, ro, no needs_check", status)
+	}
+	if got := checksum(t, ctx, "/dev/vgmeta/origin", 8); got != sum {
+		t.Errorf("the origin reads back as %s with full metadata, want %s", got, sum)
+	}
+	if full > 0 {
+		if got := checksum(t, ctx, "/dev/vgmeta/snap0", 8); got != snapSum {
+			t.Errorf("snap0 reads back as %s with full metadata, want %s", got, snapSum)
+		}
+	}
+
+	eventually(t, 30*time.Second, func() string {
+		c := capacityOf(t, "meta")
+		if c.GetMetadataPercent() != 100 || c.GetPoolHealth() != "MetadataReadOnly" || !c.GetOverHighWatermark() || c.GetAvailableBytes() != 0 {
+			return fmt.Sprintf("lvmd does not report the metadata full: %v", c)
+		}
+		return ""
+	})
+	if got := poolMetric(t, ctx, "thinlvm_lvmd_thinpool_health", "meta", "state=metadata_read_only"); got != 1 {
+		t.Errorf("thinpool_health{state=metadata_read_only} = %g, want 1", got)
+	}
+	_, err = lvs.CreateLV(ctx, &pb.CreateLVRequest{Name: "refused", DeviceClass: "meta", SizeBytes: 4 * mib})
+	wantCode(t, err, codes.ResourceExhausted)
+	t.Logf("CreateLV with full metadata: %v", err)
+
+	// The administrator grows the metadata; the pool is not failed and needs
+	// no repair. lvmd runs on.
+	start := time.Now()
+	if _, err := testVM.Run(ctx, "lvm", "lvextend", "--poolmetadatasize", "+8M", "vgmeta/pool"); err != nil {
+		t.Fatal(err)
+	}
+	extended := time.Since(start)
+	eventually(t, 30*time.Second, func() string {
+		c := capacityOf(t, "meta")
+		if c.GetPoolHealth() != "" || c.GetOverHighWatermark() || c.GetMetadataPercent() >= 50 {
+			return fmt.Sprintf("lvmd does not see the grown metadata: %v", c)
+		}
+		return ""
+	})
+	t.Logf("lvextend --poolmetadatasize +8M took %v; lvmd reported the pool healthy %v after it began (metadata %s%%)",
+		extended.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), factsOf(t, "vgmeta", "pool").meta)
+	if _, err := lvs.CreateLV(ctx, &pb.CreateLVRequest{Name: "after-grow", DeviceClass: "meta", SizeBytes: 4 * mib}); err != nil {
+		t.Fatalf("CreateLV after the metadata grew: %v", err)
+	}
+	if res, _ := writeEvery(t, ctx, fmt.Sprintf("/dev/vgmeta/snap%d", full), 1024*mib, 4*mib); res.ExitCode != 0 {
+		t.Errorf("writes into snap%d after the metadata grew: exit %d: %s", full, res.ExitCode, res.Stderr)
+	}
+	if got := checksum(t, ctx, "/dev/vgmeta/origin", 8); got != sum {
+		t.Errorf("the origin reads back as %s after the metadata grew, want %s", got, sum)
+	}
+	names := []string{"after-grow", "origin"}
+	for i := range snaps {
+		names = append(names, fmt.Sprintf("snap%d", i))
+	}
+	for _, name := range names {
+		if _, err := lvs.RemoveLV(ctx, &pb.RemoveLVRequest{Name: name, DeviceClass: "meta"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
