@@ -157,9 +157,10 @@ func TestPublisherWaitsForNode(t *testing.T) {
 	eventually(t, "the LVMNode", func() bool { return lvmNode(t, "late-node") != nil })
 }
 
-// A pool that fills past its high-water mark and runs out of data space is
-// shown in the LVMNode and recorded as Warning Events; one grown back under
-// it as Normal ones. An unchanged state records nothing again.
+// A pool that fills past its high-water mark and runs out of data space, or
+// whose metadata fills and makes it read-only, is shown in the LVMNode and
+// recorded as Warning Events; one grown back under it as Normal ones. An
+// unchanged state records nothing again.
 func TestPublisherPoolEvents(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -176,6 +177,7 @@ func TestPublisherPoolEvents(t *testing.T) {
 		name       string
 		data, meta float64
 		over       bool
+		readOnly   bool // the kernel made the pool read-only (lv_attr M)
 		health     thinlvmv1.ThinPoolHealth
 		events     []string
 	}{
@@ -189,9 +191,18 @@ func TestPublisherPoolEvents(t *testing.T) {
 				"Normal ThinPoolRecovered device class ssd: thin pool vg0/pool0 takes writes again (was OutOfDataSpace)"}},
 		{name: "metadata over", data: 40, meta: 85, over: true,
 			events: []string{"Warning ThinPoolOverHighWatermark device class ssd: thin pool vg0/pool0 is over its high-water mark (data 40.00%, metadata 85.00%)"}},
+		{name: "metadata full", data: 40, meta: 100, over: true, readOnly: true, health: thinlvmv1.ThinPoolMetadataReadOnly,
+			events: []string{"Warning ThinPoolUnhealthy device class ssd: thin pool vg0/pool0 is MetadataReadOnly"}},
+		{name: "metadata grown", data: 40, meta: 28,
+			events: []string{"Normal ThinPoolUnderHighWatermark device class ssd: thin pool vg0/pool0 is under its high-water mark again",
+				"Normal ThinPoolRecovered device class ssd: thin pool vg0/pool0 takes writes again (was MetadataReadOnly)"}},
 	}
 	for _, s := range steps {
+		// The usage first, then the mode: a publish between them sees the
+		// pool under its mark before it sees it writable, as the Events of
+		// "metadata grown" are ordered.
 		f.LVM.SetPoolUsage("vg0", "pool0", s.data, s.meta)
+		f.LVM.SetPoolReadOnly("vg0", "pool0", s.readOnly)
 		eventually(t, s.name, func() bool {
 			c := lvmNode(t, "full-node").Status.DeviceClasses[0]
 			return c.DataPercent == strconv.FormatFloat(s.data, 'f', 2, 64) && c.OverHighWatermark == s.over && c.PoolHealth == s.health
