@@ -47,6 +47,11 @@ func capacity(dc *config.DeviceClass, r *lvm.Report) (*pb.DeviceClassCapacity, e
 			c.LvCount++
 		}
 	}
+	if !pool.Active() {
+		// Deactivated by an administrator (to repair it, say): lvm reports
+		// no use, and a new volume would activate it again.
+		return c, nil
+	}
 	if overHighWatermark(dc, c) {
 		c.OverHighWatermark = true
 		return c, nil

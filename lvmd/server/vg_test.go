@@ -94,6 +94,17 @@ func TestGetCapacity(t *testing.T) {
 				return c
 			}()},
 		},
+		{
+			// lvm reports no use of an inactive pool; it offers nothing.
+			name:  "pool deactivated by an administrator",
+			setup: func(f *fake.Runner) { f.Pools[0].Inactive = true },
+			spare: 1, class: "ssd",
+			want: []*pb.DeviceClassCapacity{func() *pb.DeviceClassCapacity {
+				c := cloneCapacity(ssdCapacity)
+				c.DataPercent, c.MetadataPercent, c.DataUsedBytes, c.AvailableBytes = 0, 0, 0, 0
+				return c
+			}()},
+		},
 		{name: "unknown device class", class: "nvme", code: codes.InvalidArgument},
 	}
 	for _, tt := range tests {

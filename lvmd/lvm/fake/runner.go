@@ -53,6 +53,9 @@ type Pool struct {
 	// ReadOnly is a pool the kernel made read-only (metadata full); a pool
 	// at 100% data is reported out of data space.
 	ReadOnly bool
+	// Inactive is a pool an administrator deactivated (lvchange -an, e.g.
+	// to repair it): no "a" in its attributes and no data or metadata use.
+	Inactive bool
 }
 
 // LV is a simulated thin LV or thin snapshot (Origin set).
@@ -1029,6 +1032,8 @@ func poolRow(p *Pool) row {
 			return strconv.FormatUint(p.Size, 10), true
 		case "lv_attr":
 			switch {
+			case p.Inactive:
+				return "twi---tz--", true
 			case p.ReadOnly:
 				return "twi-aotzM-", true
 			case p.DataPercent >= 100:
@@ -1039,9 +1044,13 @@ func poolRow(p *Pool) row {
 			return whenFull(p), true
 		case "vg_name":
 			return p.VG, true
-		case "data_percent":
-			return percent(p.DataPercent), true
-		case "metadata_percent":
+		case "data_percent", "metadata_percent":
+			if p.Inactive {
+				return "", true
+			}
+			if f == "data_percent" {
+				return percent(p.DataPercent), true
+			}
 			return percent(p.MetadataPercent), true
 		}
 		return "", false
