@@ -198,12 +198,13 @@ func writeEvery(t *testing.T, ctx context.Context, dev string, size, stride uint
 // pool back in write mode.
 //
 // vgmeta/pool has the smallest metadata lvm makes, 2 MiB (512 blocks of 4
-// KiB), and 64 KiB chunks. Mappings alone would take ~130,000 chunks to fill
-// it; snapshots fill it fast: a 1 GiB origin written densely has ~16,000
-// mappings in btree leaves its snapshots share, and a write into a snapshot
-// copies the leaf it touches (and, from the third sharer on, moves the
-// leaf's data blocks' reference counts into a btree of their own). So each
-// snapshot is written one chunk every 4 MiB, 256 writes that copy every leaf.
+// KiB), and 64 KiB chunks. Mappings alone would take ~120,000 chunks to fill
+// it; snapshots fill it fast: a 1 GiB origin written densely has 16,384
+// mappings in ~70 btree leaves its snapshots share, and a write into a
+// snapshot copies the leaf it touches (and, from the third sharer on, moves
+// the leaf's data blocks' reference counts into a btree of their own). So
+// each snapshot is written one chunk every 4 MiB, 256 writes that copy every
+// leaf (~240 mappings each).
 func TestPoolMetadataFull(t *testing.T) {
 	ctx := testContext(t)
 	eventually(t, 30*time.Second, func() string {
@@ -329,6 +330,75 @@ func TestPoolMetadataFull(t *testing.T) {
 		names = append(names, fmt.Sprintf("snap%d", i))
 	}
 	for _, name := range names {
+		if _, err := lvs.RemoveLV(ctx, &pb.RemoveLVRequest{Name: name, DeviceClass: "meta"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The repair an administrator runs on a pool the kernel failed or marked
+// needs_check, here on a healthy one: with the pool and its volumes
+// deactivated, lvmd offers nothing and refuses new volumes (lvcreate would
+// activate the pool, and lvconvert --repair refuse it); lvconvert --repair
+// keeps the old metadata as pool_meta0; once the pool is active again the
+// volume reads back and lvmd, never restarted, serves again.
+func TestPoolRepair(t *testing.T) {
+	ctx := testContext(t)
+	if _, err := lvs.CreateLV(ctx, &pb.CreateLVRequest{Name: "repaired", DeviceClass: "meta", SizeBytes: 64 * mib}); err != nil {
+		t.Fatal(err)
+	}
+	writeRandom(t, ctx, "/dev/vgmeta/repaired", 16)
+	sum := checksum(t, ctx, "/dev/vgmeta/repaired", 16)
+	for _, argv := range [][]string{
+		{"lvm", "lvchange", "--activate", "n", "vgmeta/repaired"},
+		{"lvm", "lvchange", "--activate", "n", "vgmeta/pool"},
+	} {
+		if _, err := testVM.Run(ctx, argv...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, func() string {
+		if c := capacityOf(t, "meta"); c.GetAvailableBytes() != 0 || c.GetDataPercent() != 0 {
+			return fmt.Sprintf("lvmd still offers the inactive pool: %v", c)
+		}
+		return ""
+	})
+	_, err := lvs.CreateLV(ctx, &pb.CreateLVRequest{Name: "refused", DeviceClass: "meta", SizeBytes: 4 * mib})
+	wantCode(t, err, codes.ResourceExhausted)
+	if !strings.Contains(err.Error(), "not active") {
+		t.Errorf("CreateLV on the inactive pool: %v, want it to say the pool is not active", err)
+	}
+	start := time.Now()
+	out, err := testVM.Run(ctx, "lvm", "lvconvert", "--yes", "--repair", "vgmeta/pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("lvconvert --repair took %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
+	for _, argv := range [][]string{
+		{"lvm", "lvchange", "--activate", "y", "vgmeta/pool"},
+		{"lvm", "lvchange", "--activate", "y", "vgmeta/repaired"},
+		{"lvm", "lvremove", "--yes", "vgmeta/pool_meta0"},
+	} {
+		if _, err := testVM.Run(ctx, argv...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := checksum(t, ctx, "/dev/vgmeta/repaired", 16); got != sum {
+		t.Errorf("the volume reads back as %s after the repair, want %s", got, sum)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if c := capacityOf(t, "meta"); c.GetAvailableBytes() == 0 || c.GetPoolHealth() != "" {
+			return fmt.Sprintf("lvmd does not offer the repaired pool: %v", c)
+		}
+		return ""
+	})
+	t.Logf("lvmd offered the pool again %v after the repair began", time.Since(start).Round(time.Millisecond))
+	for _, name := range []string{"after-repair", "repaired"} {
+		if name == "after-repair" {
+			if _, err := lvs.CreateLV(ctx, &pb.CreateLVRequest{Name: name, DeviceClass: "meta", SizeBytes: 4 * mib}); err != nil {
+				t.Fatalf("CreateLV after the repair: %v", err)
+			}
+		}
 		if _, err := lvs.RemoveLV(ctx, &pb.RemoveLVRequest{Name: name, DeviceClass: "meta"}); err != nil {
 			t.Fatal(err)
 		}
