@@ -33,7 +33,47 @@ type DeviceClassStatus struct {
 	Available resource.Quantity `json:"available"`
 	// LVCount is the number of thinlvm LVs in the class.
 	LVCount int32 `json:"lvCount"`
+	// OverHighWatermark is true while the pool's data or metadata use is
+	// over the class's high-water mark: new volumes and growth are refused
+	// so that written volumes keep room.
+	// +optional
+	OverHighWatermark bool `json:"overHighWatermark,omitempty"`
+	// PoolHealth is the thin pool's state when it is not taking writes
+	// normally; empty when it is.
+	// +optional
+	PoolHealth ThinPoolHealth `json:"poolHealth,omitempty"`
 }
+
+// ThinPoolHealth is a thin pool's state as lvm reports it.
+// +kubebuilder:validation:Enum=OutOfDataSpace;MetadataReadOnly;Failed
+type ThinPoolHealth string
+
+// Thin pool states.
+const (
+	// ThinPoolOutOfDataSpace: the pool's data is full; writes that need new
+	// space fail (or wait, when lvmd lets them queue for an autoextend).
+	ThinPoolOutOfDataSpace ThinPoolHealth = "OutOfDataSpace"
+	// ThinPoolMetadataReadOnly: the kernel made the pool read-only (its
+	// metadata is full or damaged).
+	ThinPoolMetadataReadOnly ThinPoolHealth = "MetadataReadOnly"
+	// ThinPoolFailed: the kernel failed the pool.
+	ThinPoolFailed ThinPoolHealth = "Failed"
+)
+
+// Reasons of the Events the node agent records on its LVMNode as a pool
+// fills and recovers.
+const (
+	// ReasonThinPoolOverHighWatermark (Warning): a pool went over its
+	// high-water mark; new volumes are refused.
+	ReasonThinPoolOverHighWatermark = "ThinPoolOverHighWatermark"
+	// ReasonThinPoolUnderHighWatermark (Normal): it went back under.
+	ReasonThinPoolUnderHighWatermark = "ThinPoolUnderHighWatermark"
+	// ReasonThinPoolUnhealthy (Warning): a pool ran out of data space, went
+	// read-only or failed.
+	ReasonThinPoolUnhealthy = "ThinPoolUnhealthy"
+	// ReasonThinPoolRecovered (Normal): it takes writes again.
+	ReasonThinPoolRecovered = "ThinPoolRecovered"
+)
 
 // GoldenBaseState is the state of a golden base on a node.
 // +kubebuilder:validation:Enum=Populating;Ready;Failed

@@ -127,7 +127,7 @@ func run(o options) error {
 		RetryAfter: o.goldenRetry, Metrics: golden.NewMetrics(ctrlmetrics.Registry)}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := mgr.Add(&lvmnode.Publisher{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, Interval: o.publishInterval}); err != nil {
+	if err := mgr.Add(&lvmnode.Publisher{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, Interval: o.publishInterval, Recorder: recorder}); err != nil {
 		return err
 	}
 	if err := mgr.Add(csiServer); err != nil {

@@ -46,6 +46,19 @@ const lvmdConfig = `deviceClasses:
   volumeGroup: vgbench
   thinPool: pool
   overprovisionRatio: 10
+- name: full
+  volumeGroup: vgfull
+  thinPool: pool
+  overprovisionRatio: 10
+- name: burst
+  volumeGroup: vgburst
+  thinPool: pool
+  overprovisionRatio: 10
+  autoExtend: {thresholdPercent: 50, percent: 100}
+- name: meta
+  volumeGroup: vgmeta
+  thinPool: pool
+  overprovisionRatio: 10
 `
 
 func TestMain(m *testing.M) {
@@ -56,7 +69,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var err error
-	testVM, err = Start(ctx, Options{Disks: []string{"16G", "1G", "1G", "16G"}, Log: os.Stderr})
+	testVM, err = Start(ctx, Options{Disks: []string{"16G", "1G", "1G", "16G", "96M", "256M", "1G", "3G"}, Log: os.Stderr})
 	if err != nil {
 		// No skip: a machine that cannot boot the VM fails the suite.
 		fmt.Fprintf(os.Stderr, "FAIL: boot the real-LVM VM: %v\n", err)
@@ -68,9 +81,24 @@ func run(m *testing.M) int {
 		{"/dev/vdb", "vgsmall", "pool", "64M", "4M"},
 		{"/dev/vdc", "vggrow", "pool", "64M", "4M"},
 		{"/dev/vdd", "vgbench", "pool", "8G", "64M"},
+		// Nearly all of its 96 MiB disk: filled, then grown onto /dev/vdf.
+		{"/dev/vde", "vgfull", "pool", "64M", "4M"},
+		{"/dev/vdg", "vgburst", "pool", "64M", "4M"},
 	} {
 		if err := testVM.SetupThinPool(ctx, p.disk, p.vg, p.pool, p.size, p.meta); err != nil {
 			fmt.Fprintf(os.Stderr, "FAIL: set up %s: %v\n", p.vg, err)
+			return 1
+		}
+	}
+	// The smallest metadata lvm makes (2 MiB, hence 1 MiB extents) for a
+	// 2 GiB pool of 64 KiB chunks: filled by TestPoolMetadataFull.
+	for _, argv := range [][]string{
+		{"lvm", "pvcreate", "--yes", "/dev/vdh"},
+		{"lvm", "vgcreate", "--physicalextentsize", "1M", "vgmeta", "/dev/vdh"},
+		{"lvm", "lvcreate", "--yes", "--type", "thin-pool", "--size", "2G", "--poolmetadatasize", "2M", "--chunksize", "64k", "--name", "pool", "vgmeta"},
+	} {
+		if _, err := testVM.Run(ctx, argv...); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: set up vgmeta: %v\n", err)
 			return 1
 		}
 	}

@@ -47,6 +47,14 @@ type DeviceClass struct {
 	// AutoExtend grows the pool from VG free space, as dmeventd would.
 	// +optional
 	AutoExtend *AutoExtend `json:"autoExtend,omitempty"`
+	// ErrorWhenFull, when true (the default), has lvmd keep the pool's
+	// errorwhenfull set so that a write that needs space in a full pool
+	// fails at once instead of hanging for dm-thin's no_space_timeout (60 s).
+	// With AutoExtend lvmd lets such writes queue instead while the VG has
+	// room to grow the pool into, and makes them fail once it has none.
+	// False leaves the pool's setting to the administrator.
+	// +optional
+	ErrorWhenFull *bool `json:"errorWhenFull,omitempty"`
 }
 
 // AutoExtend is lvm's thin-pool autoextend policy.
@@ -56,6 +64,10 @@ type AutoExtend struct {
 	// Percent: by how much of its size the pool grows each time.
 	Percent int `json:"percent"`
 }
+
+// ManagesWhenFull tells whether lvmd keeps the pool's errorwhenfull
+// setting (ErrorWhenFull, true unless set false).
+func (d *DeviceClass) ManagesWhenFull() bool { return d.ErrorWhenFull == nil || *d.ErrorWhenFull }
 
 // Spare returns SpareGB in bytes.
 func (d *DeviceClass) Spare() uint64 { return d.SpareGB * GiB }
@@ -95,6 +107,10 @@ func (c *Config) Default() {
 		}
 		if d.MetadataHighWatermarkPercent == 0 {
 			d.MetadataHighWatermarkPercent = 80
+		}
+		if d.ErrorWhenFull == nil {
+			on := true
+			d.ErrorWhenFull = &on
 		}
 	}
 }

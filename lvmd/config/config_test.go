@@ -29,7 +29,10 @@ deviceClasses:
 - name: hdd.slow-1
   volumeGroup: vg1
   thinPool: tp
+  errorWhenFull: false
 `
+
+var yes, no = true, false
 
 func TestParse(t *testing.T) {
 	got, err := config.Parse([]byte(validYAML))
@@ -41,15 +44,18 @@ func TestParse(t *testing.T) {
 			Name: "ssd", VolumeGroup: "vg0", ThinPool: "pool", Default: true, OverprovisionRatio: 5, SpareGB: 10,
 			LVCreateOptions:          []string{"--zero", "n", "-Zn", "--discards=passdown"},
 			DataHighWatermarkPercent: 95, MetadataHighWatermarkPercent: 80,
-			AutoExtend: &config.AutoExtend{ThresholdPercent: 80, Percent: 20},
+			AutoExtend: &config.AutoExtend{ThresholdPercent: 80, Percent: 20}, ErrorWhenFull: &yes,
 		},
 		{
 			Name: "hdd.slow-1", VolumeGroup: "vg1", ThinPool: "tp",
-			OverprovisionRatio: 1, DataHighWatermarkPercent: 90, MetadataHighWatermarkPercent: 80,
+			OverprovisionRatio: 1, DataHighWatermarkPercent: 90, MetadataHighWatermarkPercent: 80, ErrorWhenFull: &no,
 		},
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Parse (-want +got):\n%s", diff)
+	}
+	if !got.DeviceClasses[0].ManagesWhenFull() || got.DeviceClasses[1].ManagesWhenFull() {
+		t.Errorf("ManagesWhenFull() = %t, %t; want true (the default), false", got.DeviceClasses[0].ManagesWhenFull(), got.DeviceClasses[1].ManagesWhenFull())
 	}
 	if got, want := got.DeviceClasses[0].Spare(), uint64(10)<<30; got != want {
 		t.Errorf("Spare() = %d, want %d", got, want)
@@ -218,8 +224,8 @@ func TestDefault(t *testing.T) {
 	c.Default()
 	c.Default() // idempotent
 	want := []config.DeviceClass{
-		{Name: "a", VolumeGroup: "vg0", ThinPool: "pool", OverprovisionRatio: 1, DataHighWatermarkPercent: 90, MetadataHighWatermarkPercent: 80},
-		{Name: "b", OverprovisionRatio: 3, DataHighWatermarkPercent: 50, MetadataHighWatermarkPercent: 60},
+		{Name: "a", VolumeGroup: "vg0", ThinPool: "pool", OverprovisionRatio: 1, DataHighWatermarkPercent: 90, MetadataHighWatermarkPercent: 80, ErrorWhenFull: &yes},
+		{Name: "b", OverprovisionRatio: 3, DataHighWatermarkPercent: 50, MetadataHighWatermarkPercent: 60, ErrorWhenFull: &yes},
 	}
 	if diff := cmp.Diff(want, c.DeviceClasses); diff != "" {
 		t.Errorf("Default (-want +got):\n%s", diff)

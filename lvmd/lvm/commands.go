@@ -187,3 +187,20 @@ func (c *Client) AutoExtendPool(ctx context.Context, vg, pool string, threshold,
 	}
 	return nil
 }
+
+// SetErrorWhenFull sets what a full thin pool does with writes that need
+// new space: fail them at once (errorWhenFull) or queue them until the pool
+// grows or dm-thin's no_space_timeout ends. lvm reloads the pool's table.
+func (c *Client) SetErrorWhenFull(ctx context.Context, vg, pool string, errorWhenFull bool) error {
+	if err := validateNames(vg, pool); err != nil {
+		return err
+	}
+	v := "n"
+	if errorWhenFull {
+		v = "y"
+	}
+	if _, err := c.Runner.Run(ctx, "lvchange", "--errorwhenfull", v, vg+"/"+pool); err != nil {
+		return fmt.Errorf("set errorwhenfull of thin pool %s/%s to %s: %w", vg, pool, v, classify(err))
+	}
+	return nil
+}

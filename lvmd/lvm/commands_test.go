@@ -25,7 +25,7 @@ func (r *recorder) Run(_ context.Context, args ...string) ([]byte, error) {
 
 var fullReportArgv = []string{"fullreport", "--reportformat", "json", "--units", "b", "--nosuffix",
 	"--configreport", "vg", "-o", "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size",
-	"--configreport", "lv", "-o", "lv_uuid,lv_name,lv_path,lv_size,lv_attr,lv_tags,origin,pool_lv,vg_name,data_percent,metadata_percent",
+	"--configreport", "lv", "-o", "lv_uuid,lv_name,lv_path,lv_size,lv_attr,lv_tags,origin,pool_lv,vg_name,data_percent,metadata_percent,lv_when_full",
 	"--configreport", "pv", "-o,",
 	"--configreport", "pvseg", "-o,",
 	"--configreport", "seg", "-o,"}
@@ -86,6 +86,16 @@ func TestClientArgv(t *testing.T) {
 				"activation{thin_pool_autoextend_threshold=80 thin_pool_autoextend_percent=20}", "vg0/pool"},
 		},
 		{
+			name: "SetErrorWhenFull y",
+			call: func(ctx context.Context, c *lvm.Client) error { return c.SetErrorWhenFull(ctx, "vg0", "pool", true) },
+			want: []string{"lvchange", "--errorwhenfull", "y", "vg0/pool"},
+		},
+		{
+			name: "SetErrorWhenFull n",
+			call: func(ctx context.Context, c *lvm.Client) error { return c.SetErrorWhenFull(ctx, "vg0", "pool", false) },
+			want: []string{"lvchange", "--errorwhenfull", "n", "vg0/pool"},
+		},
+		{
 			name: "FullReport",
 			call: func(ctx context.Context, c *lvm.Client) error {
 				_, err := c.FullReport(ctx, []string{"vg0", "vg1"})
@@ -137,6 +147,9 @@ func TestClientRefusesInvalidNames(t *testing.T) {
 		{"Remove vg", func(ctx context.Context, c *lvm.Client) error { return c.Remove(ctx, "vg 0", "a") }},
 		{"Remove name", func(ctx context.Context, c *lvm.Client) error { return c.Remove(ctx, "vg0", "-a") }},
 		{"AutoExtendPool", func(ctx context.Context, c *lvm.Client) error { return c.AutoExtendPool(ctx, "vg0", "..", 80, 20) }},
+		{"SetErrorWhenFull", func(ctx context.Context, c *lvm.Client) error {
+			return c.SetErrorWhenFull(ctx, "vg0", "pool_tmeta", true)
+		}},
 		{"FullReport", func(ctx context.Context, c *lvm.Client) error {
 			_, err := c.FullReport(ctx, []string{"vg0", "--all"})
 			return err

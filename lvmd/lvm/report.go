@@ -31,6 +31,44 @@ type LV struct {
 	Tags            []string
 	DataPercent     float64
 	MetadataPercent float64
+	// WhenFull is a thin pool's lv_when_full: "error" when writes that need
+	// new space fail at once once the pool is full, "queue" when they wait
+	// (up to dm-thin's no_space_timeout, 60 s by default) for it to grow;
+	// empty for other LVs.
+	WhenFull string
+}
+
+// PoolHealth is a thin pool's state as lvm's lv_attr shows it.
+type PoolHealth string
+
+// Thin pool states (the ninth lv_attr character).
+const (
+	// PoolHealthy: the pool takes writes.
+	PoolHealthy PoolHealth = ""
+	// PoolOutOfDataSpace ('D'): every data chunk is used; writes that need
+	// a new chunk fail (or queue, by WhenFull) until the pool grows.
+	PoolOutOfDataSpace PoolHealth = "OutOfDataSpace"
+	// PoolMetadataReadOnly ('M'): the pool's metadata is full or damaged
+	// and the kernel made the pool read-only.
+	PoolMetadataReadOnly PoolHealth = "MetadataReadOnly"
+	// PoolFailed ('F'): the kernel failed the pool; nothing is served.
+	PoolFailed PoolHealth = "Failed"
+)
+
+// Health tells a thin pool's state from its lv_attr.
+func (lv *LV) Health() PoolHealth {
+	if !lv.IsThinPool() || len(lv.Attr) < 9 {
+		return PoolHealthy
+	}
+	switch lv.Attr[8] {
+	case 'D':
+		return PoolOutOfDataSpace
+	case 'M':
+		return PoolMetadataReadOnly
+	case 'F':
+		return PoolFailed
+	}
+	return PoolHealthy
 }
 
 // IsThinPool tells whether the LV is a thin pool.
@@ -94,7 +132,7 @@ func (r *Report) Clone() *Report {
 // The fields a report asks for; the wire structs below name the same ones.
 var (
 	vgFields = "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size"
-	lvFields = "lv_uuid,lv_name,lv_path,lv_size,lv_attr,lv_tags,origin,pool_lv,vg_name,data_percent,metadata_percent"
+	lvFields = "lv_uuid,lv_name,lv_path,lv_size,lv_attr,lv_tags,origin,pool_lv,vg_name,data_percent,metadata_percent,lv_when_full"
 )
 
 // FullReportArgs is the one read command lvmd runs: VGs and LVs in one lvm
@@ -168,7 +206,7 @@ func parseVG(m map[string]string) (VG, error) {
 func parseLV(m map[string]string) (LV, error) {
 	lv := LV{
 		Name: m["lv_name"], VG: m["vg_name"], UUID: m["lv_uuid"], Path: m["lv_path"],
-		Attr: m["lv_attr"], Origin: m["origin"], Pool: m["pool_lv"],
+		Attr: m["lv_attr"], Origin: m["origin"], Pool: m["pool_lv"], WhenFull: m["lv_when_full"],
 	}
 	if t := m["lv_tags"]; t != "" {
 		lv.Tags = strings.Split(t, ",")

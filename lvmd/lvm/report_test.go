@@ -79,6 +79,20 @@ func TestParseFullReport(t *testing.T) {
 				Tags: []string{"thinlvm", "lv:ns/pvc-1", "x=y"}}}},
 		},
 		{
+			// lv_when_full as lvm2 2.03.16 reports it in the VM: a pool made
+			// with lvm2's defaults queues, one after lvchange --errorwhenfull y errors.
+			name: "lv_when_full",
+			data: []byte(`{"report":[{"lv":[{"lv_name":"pool","vg_name":"vg0","lv_size":"67108864","lv_attr":"twi-aotzD-",
+				"lv_when_full":"error","data_percent":"100.00","metadata_percent":"11.62"},
+				{"lv_name":"pool2","vg_name":"vg0","lv_size":"67108864","lv_attr":"twi-aotz--","lv_when_full":"queue","data_percent":"0.00","metadata_percent":"10.84"},
+				{"lv_name":"a","vg_name":"vg0","lv_size":"4194304","lv_attr":"Vwi-a-tz--","lv_when_full":"","pool_lv":"pool","data_percent":"16.00","metadata_percent":""}]}]}`),
+			want: &lvm.Report{LVs: []lvm.LV{
+				{Name: "pool", VG: "vg0", Size: 67108864, Attr: "twi-aotzD-", WhenFull: "error", DataPercent: 100, MetadataPercent: 11.62},
+				{Name: "pool2", VG: "vg0", Size: 67108864, Attr: "twi-aotz--", WhenFull: "queue", MetadataPercent: 10.84},
+				{Name: "a", VG: "vg0", Size: 4194304, Attr: "Vwi-a-tz--", Pool: "pool", DataPercent: 16},
+			}},
+		},
+		{
 			name: "no report",
 			data: []byte(`{"report":[]}`),
 			want: &lvm.Report{},
@@ -134,6 +148,30 @@ func TestParseFullReportAttributes(t *testing.T) {
 	}
 	if got, want := len(r.LVs), 154; got != want {
 		t.Errorf("got %d LVs, want %d", got, want)
+	}
+}
+
+func TestPoolHealth(t *testing.T) {
+	tests := []struct {
+		attr string
+		want lvm.PoolHealth
+	}{
+		{"twi-aotz--", lvm.PoolHealthy},
+		// What lvm2 2.03.16 shows of a pool in the VM whose data is full, and
+		// of one whose metadata is.
+		{"twi-aotzD-", lvm.PoolOutOfDataSpace},
+		{"twi-aotzM-", lvm.PoolMetadataReadOnly},
+		{"twi-aotzF-", lvm.PoolFailed},
+		// Only thin pools have a pool health.
+		{"Vwi-a-tzD-", lvm.PoolHealthy},
+		{"twi", lvm.PoolHealthy},
+	}
+	for _, tt := range tests {
+		t.Run(tt.attr, func(t *testing.T) {
+			if got := (&lvm.LV{Attr: tt.attr}).Health(); got != tt.want {
+				t.Errorf("Health of %q = %q, want %q", tt.attr, got, tt.want)
+			}
+		})
 	}
 }
 

@@ -916,7 +916,20 @@ type DeviceClassCapacity struct {
 	// high-water mark.
 	AvailableBytes uint64 `protobuf:"varint,13,opt,name=available_bytes,json=availableBytes,proto3" json:"available_bytes,omitempty"`
 	// lv_count counts the thinlvm LVs in the pool.
-	LvCount       uint32 `protobuf:"varint,14,opt,name=lv_count,json=lvCount,proto3" json:"lv_count,omitempty"`
+	LvCount uint32 `protobuf:"varint,14,opt,name=lv_count,json=lvCount,proto3" json:"lv_count,omitempty"`
+	// over_high_watermark is true while the pool's data or metadata use is
+	// over the device class's high-water mark: lvmd refuses new volumes and
+	// growth (ResourceExhausted) so that written volumes keep room.
+	OverHighWatermark bool `protobuf:"varint,15,opt,name=over_high_watermark,json=overHighWatermark,proto3" json:"over_high_watermark,omitempty"`
+	// pool_health is the thin pool's state from lvm's lv_attr: empty when it
+	// takes writes, "OutOfDataSpace" when its data is full (writes that need
+	// new space fail or queue, per when_full), "MetadataReadOnly" when the
+	// kernel made it read-only (its metadata is full or damaged), "Failed".
+	PoolHealth string `protobuf:"bytes,16,opt,name=pool_health,json=poolHealth,proto3" json:"pool_health,omitempty"`
+	// when_full is the pool's lv_when_full: "error" when writes that need
+	// space in a full pool fail at once, "queue" when they wait for it to grow
+	// (up to dm-thin's no_space_timeout).
+	WhenFull      string `protobuf:"bytes,17,opt,name=when_full,json=whenFull,proto3" json:"when_full,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1047,6 +1060,27 @@ func (x *DeviceClassCapacity) GetLvCount() uint32 {
 		return x.LvCount
 	}
 	return 0
+}
+
+func (x *DeviceClassCapacity) GetOverHighWatermark() bool {
+	if x != nil {
+		return x.OverHighWatermark
+	}
+	return false
+}
+
+func (x *DeviceClassCapacity) GetPoolHealth() string {
+	if x != nil {
+		return x.PoolHealth
+	}
+	return ""
+}
+
+func (x *DeviceClassCapacity) GetWhenFull() string {
+	if x != nil {
+		return x.WhenFull
+	}
+	return ""
 }
 
 type GetCapacityRequest struct {
@@ -1251,7 +1285,7 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\fdevice_class\x18\x01 \x01(\tR\vdeviceClass\x12\x10\n" +
 	"\x03tag\x18\x02 \x01(\tR\x03tag\"K\n" +
 	"\x0fListLVsResponse\x128\n" +
-	"\avolumes\x18\x01 \x03(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\avolumes\"\x9b\x04\n" +
+	"\avolumes\x18\x01 \x03(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\avolumes\"\x89\x05\n" +
 	"\x13DeviceClassCapacity\x12!\n" +
 	"\fdevice_class\x18\x01 \x01(\tR\vdeviceClass\x12!\n" +
 	"\fvolume_group\x18\x02 \x01(\tR\vvolumeGroup\x12\x1b\n" +
@@ -1267,7 +1301,11 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\rvirtual_bytes\x18\v \x01(\x04R\fvirtualBytes\x12/\n" +
 	"\x13overprovision_ratio\x18\f \x01(\x01R\x12overprovisionRatio\x12'\n" +
 	"\x0favailable_bytes\x18\r \x01(\x04R\x0eavailableBytes\x12\x19\n" +
-	"\blv_count\x18\x0e \x01(\rR\alvCount\"7\n" +
+	"\blv_count\x18\x0e \x01(\rR\alvCount\x12.\n" +
+	"\x13over_high_watermark\x18\x0f \x01(\bR\x11overHighWatermark\x12\x1f\n" +
+	"\vpool_health\x18\x10 \x01(\tR\n" +
+	"poolHealth\x12\x1b\n" +
+	"\twhen_full\x18\x11 \x01(\tR\bwhenFull\"7\n" +
 	"\x12GetCapacityRequest\x12!\n" +
 	"\fdevice_class\x18\x01 \x01(\tR\vdeviceClass\"\x82\x01\n" +
 	"\x13GetCapacityResponse\x12K\n" +

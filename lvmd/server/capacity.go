@@ -34,6 +34,8 @@ func capacity(dc *config.DeviceClass, r *lvm.Report) (*pb.DeviceClassCapacity, e
 		MetadataPercent:    pool.MetadataPercent,
 		DataUsedBytes:      uint64(float64(pool.Size) * pool.DataPercent / 100),
 		OverprovisionRatio: dc.OverprovisionRatio,
+		PoolHealth:         string(pool.Health()),
+		WhenFull:           pool.WhenFull,
 	}
 	for i := range r.LVs {
 		lv := &r.LVs[i]
@@ -45,7 +47,13 @@ func capacity(dc *config.DeviceClass, r *lvm.Report) (*pb.DeviceClassCapacity, e
 			c.LvCount++
 		}
 	}
+	if !pool.Active() {
+		// Deactivated by an administrator (to repair it, say): lvm reports
+		// no use, and a new volume would activate it again.
+		return c, nil
+	}
 	if overHighWatermark(dc, c) {
+		c.OverHighWatermark = true
 		return c, nil
 	}
 	// The pool can grow into the VG's free space when autoextend is on.

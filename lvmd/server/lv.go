@@ -71,13 +71,20 @@ func (d *Daemon) devicePath(vg, name string) string {
 	return filepath.Join(d.opts.DevDir, vg, name)
 }
 
-// checkRoom refuses a new virtual size of need bytes when the pool is over
-// its high-water mark or the device class has less available. An over-full
-// pool with autoextend on is grown first. Called with the lock held.
+// checkRoom refuses a new virtual size of need bytes when the pool is
+// inactive or over its high-water mark or the device class has less
+// available. An over-full pool with autoextend on is grown first. Called with
+// the lock held.
 func (d *Daemon) checkRoom(ctx context.Context, dc *config.DeviceClass, need uint64) error {
 	c, err := capacity(dc, d.store.current().report)
 	if err != nil {
 		return err
+	}
+	// lvcreate would activate a pool an administrator deactivated, e.g. to
+	// run lvconvert --repair, which then refuses an active pool.
+	if pool := d.store.current().report.LV(dc.VolumeGroup, dc.ThinPool); !pool.Active() {
+		return fmt.Errorf("%w: thin pool %s/%s is not active (deactivated for maintenance such as lvconvert --repair?); activate it with lvchange -ay",
+			lvm.ErrInsufficientSpace, dc.VolumeGroup, dc.ThinPool)
 	}
 	if dc.AutoExtend != nil && d.needsExtend(dc, d.store.current().report) {
 		if err := d.store.refreshLocked(ctx); err != nil { // refreshLocked runs the autoextend

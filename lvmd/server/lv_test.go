@@ -167,6 +167,15 @@ func TestCreateLV(t *testing.T) {
 			msg:  []string{"0 bytes available"},
 		},
 		{
+			// lvcreate would activate it, and lvconvert --repair of it fail.
+			name:     "pool deactivated by an administrator",
+			setup:    func(f *fake.Runner, _ *config.Config) { f.Pools[0].Inactive = true },
+			req:      &pb.CreateLVRequest{Name: "a", SizeBytes: mib},
+			code:     codes.ResourceExhausted,
+			msg:      []string{"thin pool vg0/pool is not active", "lvchange -ay"},
+			lvcreate: 0,
+		},
+		{
 			name: "foreign LV of that name",
 			setup: func(f *fake.Runner, _ *config.Config) {
 				f.LVs = []fake.LV{{VG: "vg0", Name: "a", Pool: "pool", Size: gib}}

@@ -2,6 +2,8 @@ package server
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thinlvm/thinlvm/lvmd/lvm"
 )
 
 const (
@@ -23,7 +25,21 @@ type Metrics struct {
 	virtualBytes  *prometheus.GaugeVec
 	availableByte *prometheus.GaugeVec
 	lvCount       *prometheus.GaugeVec
+	overHighWater *prometheus.GaugeVec
+	poolHealth    *prometheus.GaugeVec
 	generation    prometheus.Gauge
+}
+
+// poolHealthStates are the state label values of thinpool_health: one
+// series per state, 1 for the pool's.
+var poolHealthStates = []struct {
+	label  string
+	health lvm.PoolHealth
+}{
+	{"ok", lvm.PoolHealthy},
+	{"out_of_data_space", lvm.PoolOutOfDataSpace},
+	{"metadata_read_only", lvm.PoolMetadataReadOnly},
+	{"failed", lvm.PoolFailed},
 }
 
 // NewMetrics creates lvmd's metrics and registers them with reg.
@@ -57,13 +73,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		virtualBytes:  gauge("thinpool_virtual_bytes", "Sum of the sizes of the thin LVs in the pool."),
 		availableByte: gauge("available_bytes", "Largest new volume the device class accepts now."),
 		lvCount:       gauge("lvs", "Number of thinlvm LVs in the device class."),
+		overHighWater: gauge("thinpool_over_high_watermark",
+			"1 while the thin pool's data or metadata use is over the device class's high-water mark: new volumes are refused."),
+		poolHealth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "thinpool_health",
+			Help: "1 for the thin pool's state (ok, out_of_data_space, metadata_read_only, failed), 0 for the others.",
+		}, []string{"device_class", "state"}),
 		generation: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "report_generation",
 			Help: "Generation of the published lvm report.",
 		}),
 	}
 	reg.MustRegister(m.rpcDuration, m.rpcErrors, m.lvmCommands, m.lvmDuration, m.vgSize, m.vgFree,
-		m.poolSize, m.poolData, m.poolMeta, m.virtualBytes, m.availableByte, m.lvCount, m.generation)
+		m.poolSize, m.poolData, m.poolMeta, m.virtualBytes, m.availableByte, m.lvCount, m.overHighWater, m.poolHealth, m.generation)
 	return m
 }
 

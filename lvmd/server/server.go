@@ -43,6 +43,10 @@ type Daemon struct {
 	// autoextend: it is not retried until that changes. Guarded by the
 	// store's lock.
 	extendFailed map[string]uint64
+	// whenFullFailed is the pool and setting of a device class's last
+	// failed lvchange --errorwhenfull: not retried for the same pool and
+	// setting. Guarded by the store's lock.
+	whenFullFailed map[string]string
 }
 
 // New creates a Daemon. Call Start before serving.
@@ -61,14 +65,14 @@ func New(cfg *config.Config, runner lvm.Runner, metrics *Metrics, opts Options, 
 			vgs = append(vgs, dc.VolumeGroup)
 		}
 	}
-	d := &Daemon{cfg: cfg, metrics: metrics, opts: opts, log: log, extendFailed: map[string]uint64{}}
+	d := &Daemon{cfg: cfg, metrics: metrics, opts: opts, log: log, extendFailed: map[string]uint64{}, whenFullFailed: map[string]string{}}
 	d.store = newStore(runner, vgs, opts.CommandTimeout, log)
 	d.lvm = d.store.lvm // every command goes through the store's lock and tracker
 	if opts.RefreshInterval > 0 {
 		d.store.interval = opts.RefreshInterval
 	}
 	d.store.onPublish = d.observe
-	d.store.afterRefresh = d.autoExtend
+	d.store.afterRefresh = d.maintain
 	return d
 }
 
@@ -165,7 +169,28 @@ func (d *Daemon) observe(v *view) {
 		m.virtualBytes.WithLabelValues(dc.Name).Set(float64(c.VirtualBytes))
 		m.availableByte.WithLabelValues(dc.Name).Set(float64(c.AvailableBytes))
 		m.lvCount.WithLabelValues(dc.Name).Set(float64(c.LvCount))
+		m.overHighWater.WithLabelValues(dc.Name).Set(b2f(c.OverHighWatermark))
+		for _, s := range poolHealthStates {
+			m.poolHealth.WithLabelValues(dc.Name, s.label).Set(b2f(string(s.health) == c.PoolHealth))
+		}
 	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// maintain runs after every refresh, with the store's lock held: it grows
+// the pools that need it (autoExtend), then sets each pool's errorwhenfull
+// as its device class wants (setWhenFull). It reports whether it changed
+// anything, so that the store re-reads the report.
+func (d *Daemon) maintain(ctx context.Context, r *lvm.Report) bool {
+	extended := d.autoExtend(ctx, r)
+	changed := d.setWhenFull(ctx, r)
+	return extended || changed
 }
 
 // autoExtend grows the thin pools at or over their autoextend threshold
@@ -212,4 +237,66 @@ func (d *Daemon) needsExtend(dc *config.DeviceClass, r *lvm.Report) bool {
 	}
 	t := float64(dc.AutoExtend.ThresholdPercent)
 	return pool.DataPercent >= t || pool.MetadataPercent >= t
+}
+
+// wantErrorWhenFull tells what a device class wants of its pool's
+// errorwhenfull. With autoextend, writes that need space wait while lvmd can
+// still grow the pool (the VG has room beyond the spare and the last extend
+// did not fail at that free space): lvmd's next refresh, well within
+// dm-thin's 60 s no_space_timeout, extends the pool and they complete. Without
+// autoextend, or once the VG has no room, nothing will add space in time, and
+// a writer is better told at once (a VM pauses on the error and resumes once
+// an administrator grows the pool) than left hanging for 60 s.
+func (d *Daemon) wantErrorWhenFull(dc *config.DeviceClass, r *lvm.Report) bool {
+	if dc.AutoExtend == nil {
+		return true
+	}
+	vg := r.VG(dc.VolumeGroup)
+	if vg == nil || vg.Free <= dc.Spare() {
+		return true
+	}
+	if free, failed := d.extendFailed[dc.Name]; failed && free == vg.Free {
+		return true
+	}
+	return false
+}
+
+// setWhenFull sets the errorwhenfull of the pools whose device class
+// manages it and whose setting differs from what the class wants. Called
+// with the store's lock held, after a refresh; it reports whether it changed
+// anything.
+func (d *Daemon) setWhenFull(ctx context.Context, r *lvm.Report) bool {
+	changed := false
+	for i := range d.cfg.DeviceClasses {
+		dc := &d.cfg.DeviceClasses[i]
+		pool := r.LV(dc.VolumeGroup, dc.ThinPool)
+		if !dc.ManagesWhenFull() || pool == nil || !pool.IsThinPool() {
+			continue
+		}
+		want := d.wantErrorWhenFull(dc, r)
+		if (pool.WhenFull == "error") == want {
+			continue
+		}
+		key := fmt.Sprintf("%s/%t", pool.UUID, want)
+		if d.whenFullFailed[dc.Name] == key {
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, d.opts.CommandTimeout)
+		err := d.lvm.SetErrorWhenFull(actx, dc.VolumeGroup, dc.ThinPool, want)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			d.log.Error(err, "thin pool errorwhenfull change not waited for to its end", "deviceClass", dc.Name)
+			continue
+		}
+		if err != nil {
+			d.log.Error(err, "set thin pool errorwhenfull failed; not retried for this pool and setting until lvmd restarts",
+				"deviceClass", dc.Name, "errorWhenFull", want)
+			d.whenFullFailed[dc.Name] = key
+			continue
+		}
+		d.log.Info("thin pool errorwhenfull set", "deviceClass", dc.Name, "pool", dc.VolumeGroup+"/"+dc.ThinPool,
+			"errorWhenFull", want, "was", pool.WhenFull)
+		changed = true
+	}
+	return changed
 }

@@ -48,8 +48,10 @@ func testRunner() *fake.Runner {
 			{Name: "vg1", Size: 8 * gib, Free: 3 * gib},
 		},
 		Pools: []fake.Pool{
-			{VG: "vg0", Name: "pool", Size: 8 * gib},
-			{VG: "vg1", Name: "tp", Size: 4 * gib},
+			// As lvmd sets them: ssd errors when full, hdd (autoextend, room
+			// in its VG) queues.
+			{VG: "vg0", Name: "pool", Size: 8 * gib, WhenFull: "error"},
+			{VG: "vg1", Name: "tp", Size: 4 * gib, WhenFull: "queue"},
 		},
 	}
 }
@@ -279,5 +281,97 @@ func diffNames(t *testing.T, want []string, f *fake.Runner) {
 	t.Helper()
 	if diff := cmp.Diff(want, lvNames(f)); diff != "" {
 		t.Errorf("LVs in lvm (-want +got):\n%s", diff)
+	}
+}
+
+// lvmd keeps each pool's errorwhenfull as its class wants: error without
+// autoextend, queue while autoextend has VG room to grow into, error again
+// once it has none, and the administrator's setting with errorWhenFull: false.
+func TestWhenFull(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(cfg *config.Config, f *fake.Runner)
+		// want is each pool's lv_when_full after Start; calls the lvchange
+		// commands Start ran.
+		want  map[string]string
+		calls [][]string
+	}{
+		{
+			name:   "as wanted already: nothing run",
+			modify: func(*config.Config, *fake.Runner) {},
+			want:   map[string]string{"pool": "error", "tp": "queue"},
+		},
+		{
+			name: "lvm2's default queue made error; an autoextend pool made queue",
+			modify: func(_ *config.Config, f *fake.Runner) {
+				f.Pools[0].WhenFull, f.Pools[1].WhenFull = "queue", "error"
+			},
+			want:  map[string]string{"pool": "error", "tp": "queue"},
+			calls: [][]string{{"lvchange", "--errorwhenfull", "y", "vg0/pool"}, {"lvchange", "--errorwhenfull", "n", "vg1/tp"}},
+		},
+		{
+			name:   "autoextend with no room left in the VG: error",
+			modify: func(_ *config.Config, f *fake.Runner) { f.VGs[1].Free = 0 },
+			want:   map[string]string{"pool": "error", "tp": "error"},
+			calls:  [][]string{{"lvchange", "--errorwhenfull", "y", "vg1/tp"}},
+		},
+		{
+			name: "errorWhenFull false: left as the administrator set it",
+			modify: func(cfg *config.Config, f *fake.Runner) {
+				off := false
+				cfg.DeviceClasses[0].ErrorWhenFull = &off
+				f.Pools[0].WhenFull = "queue"
+			},
+			want: map[string]string{"pool": "queue", "tp": "queue"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, f := testConfig(), testRunner()
+			tt.modify(cfg, f)
+			d := New(cfg, f, nil, Options{}, logr.Discard())
+			if err := d.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			var calls [][]string
+			for _, c := range f.Calls() {
+				if c[0] == "lvchange" {
+					calls = append(calls, c)
+				}
+			}
+			if diff := cmp.Diff(tt.calls, calls); diff != "" {
+				t.Errorf("lvchange commands (-want +got):\n%s", diff)
+			}
+			resp, err := d.report(d.store.current(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, c := range resp.GetDeviceClasses() {
+				got[c.GetThinPool()] = c.GetWhenFull()
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("when_full served (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A failed lvchange is not retried at every refresh.
+func TestWhenFullFailureNotRetried(t *testing.T) {
+	f := testRunner()
+	f.Pools[0].WhenFull = "queue"
+	f.FailNext(fake.Failure{Subcommand: "lvchange", Stderr: "  Device or resource busy"})
+	d := New(testConfig(), f, nil, Options{}, logr.Discard())
+	if err := d.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := d.store.refresh(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.Count("lvchange"); n != 1 {
+		t.Errorf("%d lvchange commands, want 1: a failed one is not retried", n)
 	}
 }

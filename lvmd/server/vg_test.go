@@ -39,7 +39,7 @@ var (
 		DeviceClass: "ssd", VolumeGroup: "vg0", ThinPool: "pool", Default: true,
 		VgSizeBytes: 20 * gib, VgFreeBytes: 10 * gib, ThinPoolSizeBytes: 8 * gib,
 		DataPercent: 25, MetadataPercent: 10, DataUsedBytes: 2 * gib, VirtualBytes: 7 * gib,
-		OverprovisionRatio: 2, AvailableBytes: 8 * gib, LvCount: 2,
+		OverprovisionRatio: 2, AvailableBytes: 8 * gib, LvCount: 2, WhenFull: "error",
 	}
 	// hdd, autoextend on: the pool may grow by the VG's 3 GiB free. Virtual
 	// room 7 x 1 - 0 = 7 GiB; real room (7 - 2 used) x 1 = 5 GiB.
@@ -47,7 +47,7 @@ var (
 		DeviceClass: "hdd", VolumeGroup: "vg1", ThinPool: "tp",
 		VgSizeBytes: 8 * gib, VgFreeBytes: 3 * gib, ThinPoolSizeBytes: 4 * gib,
 		DataPercent: 50, MetadataPercent: 5, DataUsedBytes: 2 * gib,
-		OverprovisionRatio: 1, AvailableBytes: 5 * gib,
+		OverprovisionRatio: 1, AvailableBytes: 5 * gib, WhenFull: "queue",
 	}
 )
 
@@ -62,7 +62,7 @@ func TestGetCapacity(t *testing.T) {
 	overMark := func(c *pb.DeviceClassCapacity) *pb.DeviceClassCapacity {
 		c = cloneCapacity(c)
 		poolSize, data := float64(8*gib), 95.0
-		c.DataPercent, c.DataUsedBytes, c.AvailableBytes = data, uint64(poolSize*data/100), 0
+		c.DataPercent, c.DataUsedBytes, c.AvailableBytes, c.OverHighWatermark = data, uint64(poolSize*data/100), 0, true
 		return c
 	}
 	noSpare := cloneCapacity(ssdCapacity)
@@ -83,6 +83,27 @@ func TestGetCapacity(t *testing.T) {
 			setup: func(f *fake.Runner) { f.Pools[0].DataPercent = 95 },
 			spare: 1, class: "ssd",
 			want: []*pb.DeviceClassCapacity{overMark(ssdCapacity)},
+		},
+		{
+			name:  "out of data space",
+			setup: func(f *fake.Runner) { f.Pools[0].DataPercent = 100 },
+			spare: 1, class: "ssd",
+			want: []*pb.DeviceClassCapacity{func() *pb.DeviceClassCapacity {
+				c := overMark(ssdCapacity)
+				c.DataPercent, c.DataUsedBytes, c.PoolHealth = 100, 8*gib, "OutOfDataSpace"
+				return c
+			}()},
+		},
+		{
+			// lvm reports no use of an inactive pool; it offers nothing.
+			name:  "pool deactivated by an administrator",
+			setup: func(f *fake.Runner) { f.Pools[0].Inactive = true },
+			spare: 1, class: "ssd",
+			want: []*pb.DeviceClassCapacity{func() *pb.DeviceClassCapacity {
+				c := cloneCapacity(ssdCapacity)
+				c.DataPercent, c.MetadataPercent, c.DataUsedBytes, c.AvailableBytes = 0, 0, 0, 0
+				return c
+			}()},
 		},
 		{name: "unknown device class", class: "nvme", code: codes.InvalidArgument},
 	}
@@ -129,6 +150,7 @@ func cloneCapacity(c *pb.DeviceClassCapacity) *pb.DeviceClassCapacity {
 		VgSizeBytes: c.VgSizeBytes, VgFreeBytes: c.VgFreeBytes, ThinPoolSizeBytes: c.ThinPoolSizeBytes,
 		DataPercent: c.DataPercent, MetadataPercent: c.MetadataPercent, DataUsedBytes: c.DataUsedBytes,
 		VirtualBytes: c.VirtualBytes, OverprovisionRatio: c.OverprovisionRatio, AvailableBytes: c.AvailableBytes, LvCount: c.LvCount,
+		OverHighWatermark: c.OverHighWatermark, PoolHealth: c.PoolHealth, WhenFull: c.WhenFull,
 	}
 }
 
@@ -321,12 +343,58 @@ func TestMetrics(t *testing.T) {
 		{"virtual", m.virtualBytes.WithLabelValues("ssd"), float64(8 * gib)},
 		{"available", m.availableByte.WithLabelValues("ssd"), float64(7 * gib)},
 		{"lvs", m.lvCount.WithLabelValues("ssd"), 3},
+		{"under the high-water mark", m.overHighWater.WithLabelValues("ssd"), 0},
+		{"pool ok", m.poolHealth.WithLabelValues("ssd", "ok"), 1},
+		{"pool not full", m.poolHealth.WithLabelValues("ssd", "out_of_data_space"), 0},
 		{"generation", m.generation, float64(e.d.store.current().generation)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := metricValue(t, tt.metric); got != tt.want {
 				t.Errorf("%s = %g, want %g", tt.name, got, tt.want)
+			}
+		})
+	}
+}
+
+// The pool's state metrics follow it as it fills past the high-water mark,
+// runs out of data space and is grown again.
+func TestPoolStateMetrics(t *testing.T) {
+	e := newEnv(t, testConfig(), capacityRunner(), envOptions{})
+	m := e.d.metrics
+	type state struct {
+		over                           float64
+		ok, outOfData, readOnly, faild float64
+	}
+	read := func() state {
+		return state{
+			over: metricValue(t, m.overHighWater.WithLabelValues("ssd")),
+			ok:   metricValue(t, m.poolHealth.WithLabelValues("ssd", "ok")), outOfData: metricValue(t, m.poolHealth.WithLabelValues("ssd", "out_of_data_space")),
+			readOnly: metricValue(t, m.poolHealth.WithLabelValues("ssd", "metadata_read_only")), faild: metricValue(t, m.poolHealth.WithLabelValues("ssd", "failed")),
+		}
+	}
+	tests := []struct {
+		name       string
+		data, meta float64
+		readOnly   bool
+		want       state
+	}{
+		{name: "under", data: 25, meta: 10, want: state{ok: 1}},
+		{name: "data over 90%", data: 91, meta: 10, want: state{over: 1, ok: 1}},
+		{name: "metadata over 80%", data: 25, meta: 81, want: state{over: 1, ok: 1}},
+		{name: "data full", data: 100, meta: 10, want: state{over: 1, outOfData: 1}},
+		{name: "metadata full: read-only", data: 50, meta: 100, readOnly: true, want: state{over: 1, readOnly: 1}},
+		{name: "grown: under again", data: 40, meta: 10, want: state{ok: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e.fake.SetPoolUsage("vg0", "pool", tt.data, tt.meta)
+			e.fake.SetPoolReadOnly("vg0", "pool", tt.readOnly)
+			if err := e.d.store.refresh(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, read(), cmp.AllowUnexported(state{})); diff != "" {
+				t.Errorf("metrics (-want +got):\n%s", diff)
 			}
 		})
 	}

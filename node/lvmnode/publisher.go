@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -32,6 +33,10 @@ type Publisher struct {
 	Interval time.Duration
 	// Retry is the wait before reconnecting a broken Watch; default 2s.
 	Retry time.Duration
+	// Recorder, when set, records an Event on the LVMNode when a pool goes
+	// over or back under its high-water mark, and when it becomes unhealthy
+	// or recovers.
+	Recorder events.EventRecorder
 
 	mu     sync.Mutex
 	writes int
@@ -43,6 +48,7 @@ var _ manager.LeaderElectionRunnable = (*Publisher)(nil)
 // +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // NeedLeaderElection is false: every node agent publishes its own node.
 func (p *Publisher) NeedLeaderElection() bool { return false }
@@ -136,7 +142,8 @@ func (p *Publisher) publish(ctx context.Context, resp *pb.GetCapacityResponse) e
 	if equality.Semantic.DeepEqual(ln.Status.DeviceClasses, classes) {
 		return nil
 	}
-	patch := client.MergeFrom(ln.DeepCopy())
+	before := ln.DeepCopy()
+	patch := client.MergeFrom(before)
 	ln.Status.DeviceClasses = classes
 	now := metav1.Now()
 	ln.Status.UpdateTime = &now
@@ -146,6 +153,7 @@ func (p *Publisher) publish(ctx context.Context, resp *pb.GetCapacityResponse) e
 	p.mu.Lock()
 	p.writes++
 	p.mu.Unlock()
+	p.recordChanges(ln, before.Status.DeviceClasses, classes)
 	log.FromContext(ctx).V(2).Info("LVMNode status written", "node", klog.KRef("", p.NodeName), "generation", resp.GetGeneration())
 	return nil
 }
@@ -170,6 +178,41 @@ func (p *Publisher) create(ctx context.Context) (*thinlvmv1.LVMNode, error) {
 	return ln, nil
 }
 
+// recordChanges records an Event for each device class whose pool crossed
+// its high-water mark or changed health between the written status before
+// and the one now. The status is the memory: an agent that restarts records
+// nothing for a state it already published.
+func (p *Publisher) recordChanges(ln *thinlvmv1.LVMNode, before, now []thinlvmv1.DeviceClassStatus) {
+	if p.Recorder == nil {
+		return
+	}
+	old := map[string]thinlvmv1.DeviceClassStatus{}
+	for _, c := range before {
+		old[c.Name] = c
+	}
+	for _, c := range now {
+		o := old[c.Name]
+		pool := c.VolumeGroup + "/" + c.ThinPool
+		switch {
+		case c.OverHighWatermark && !o.OverHighWatermark:
+			p.Recorder.Eventf(ln, nil, corev1.EventTypeWarning, thinlvmv1.ReasonThinPoolOverHighWatermark, "CheckCapacity",
+				"device class %s: thin pool %s is over its high-water mark (data %s%%, metadata %s%%): new volumes are refused; grow the pool or free space",
+				c.Name, pool, c.DataPercent, c.MetadataPercent)
+		case !c.OverHighWatermark && o.OverHighWatermark:
+			p.Recorder.Eventf(ln, nil, corev1.EventTypeNormal, thinlvmv1.ReasonThinPoolUnderHighWatermark, "CheckCapacity",
+				"device class %s: thin pool %s is under its high-water mark again (data %s%%, metadata %s%%)", c.Name, pool, c.DataPercent, c.MetadataPercent)
+		}
+		switch {
+		case c.PoolHealth != "" && c.PoolHealth != o.PoolHealth:
+			p.Recorder.Eventf(ln, nil, corev1.EventTypeWarning, thinlvmv1.ReasonThinPoolUnhealthy, "CheckCapacity",
+				"device class %s: thin pool %s is %s (data %s%%, metadata %s%%): writes that need new space fail", c.Name, pool, c.PoolHealth, c.DataPercent, c.MetadataPercent)
+		case c.PoolHealth == "" && o.PoolHealth != "":
+			p.Recorder.Eventf(ln, nil, corev1.EventTypeNormal, thinlvmv1.ReasonThinPoolRecovered, "CheckCapacity",
+				"device class %s: thin pool %s takes writes again (was %s)", c.Name, pool, o.PoolHealth)
+		}
+	}
+}
+
 // DeviceClasses converts lvmd's capacity report into LVMNode status.
 func DeviceClasses(resp *pb.GetCapacityResponse) []thinlvmv1.DeviceClassStatus {
 	q := func(b uint64) resource.Quantity { return *resource.NewQuantity(int64(b), resource.BinarySI) }
@@ -183,6 +226,8 @@ func DeviceClasses(resp *pb.GetCapacityResponse) []thinlvmv1.DeviceClassStatus {
 			MetadataPercent:    strconv.FormatFloat(c.GetMetadataPercent(), 'f', 2, 64),
 			OverprovisionRatio: strconv.FormatFloat(c.GetOverprovisionRatio(), 'g', -1, 64),
 			LVCount:            int32(c.GetLvCount()),
+			OverHighWatermark:  c.GetOverHighWatermark(),
+			PoolHealth:         thinlvmv1.ThinPoolHealth(c.GetPoolHealth()),
 		})
 	}
 	return out

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
@@ -152,4 +155,70 @@ func TestPublisherWaitsForNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the LVMNode", func() bool { return lvmNode(t, "late-node") != nil })
+}
+
+// A pool that fills past its high-water mark and runs out of data space, or
+// whose metadata fills and makes it read-only, is shown in the LVMNode and
+// recorded as Warning Events; one grown back under it as Normal ones. An
+// unchanged state records nothing again.
+func TestPublisherPoolEvents(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := k8sClient.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "full-node"}}); err != nil {
+		t.Fatal(err)
+	}
+	f := startLVMD(t)
+	rec := events.NewFakeRecorder(20)
+	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "full-node", Interval: 50 * time.Millisecond, Retry: 50 * time.Millisecond, Recorder: rec}
+	go func() { _ = p.Start(ctx) }()
+	eventually(t, "the LVMNode", func() bool { ln := lvmNode(t, "full-node"); return ln != nil && len(ln.Status.DeviceClasses) == 1 })
+
+	steps := []struct {
+		name       string
+		data, meta float64
+		over       bool
+		readOnly   bool // the kernel made the pool read-only (lv_attr M)
+		health     thinlvmv1.ThinPoolHealth
+		events     []string
+	}{
+		{name: "over the data high-water mark", data: 92, meta: 10.5, over: true,
+			events: []string{"Warning ThinPoolOverHighWatermark device class ssd: thin pool vg0/pool0 is over its high-water mark (data 92.00%, metadata 10.50%)"}},
+		{name: "fuller, still over", data: 95, meta: 10.5, over: true},
+		{name: "full", data: 100, meta: 10.5, over: true, health: thinlvmv1.ThinPoolOutOfDataSpace,
+			events: []string{"Warning ThinPoolUnhealthy device class ssd: thin pool vg0/pool0 is OutOfDataSpace"}},
+		{name: "grown", data: 40, meta: 10.5,
+			events: []string{"Normal ThinPoolUnderHighWatermark device class ssd: thin pool vg0/pool0 is under its high-water mark again",
+				"Normal ThinPoolRecovered device class ssd: thin pool vg0/pool0 takes writes again (was OutOfDataSpace)"}},
+		{name: "metadata over", data: 40, meta: 85, over: true,
+			events: []string{"Warning ThinPoolOverHighWatermark device class ssd: thin pool vg0/pool0 is over its high-water mark (data 40.00%, metadata 85.00%)"}},
+		{name: "metadata full", data: 40, meta: 100, over: true, readOnly: true, health: thinlvmv1.ThinPoolMetadataReadOnly,
+			events: []string{"Warning ThinPoolUnhealthy device class ssd: thin pool vg0/pool0 is MetadataReadOnly"}},
+		{name: "metadata grown", data: 40, meta: 28,
+			events: []string{"Normal ThinPoolUnderHighWatermark device class ssd: thin pool vg0/pool0 is under its high-water mark again",
+				"Normal ThinPoolRecovered device class ssd: thin pool vg0/pool0 takes writes again (was MetadataReadOnly)"}},
+	}
+	for _, s := range steps {
+		// The usage first, then the mode: a publish between them sees the
+		// pool under its mark before it sees it writable, as the Events of
+		// "metadata grown" are ordered.
+		f.LVM.SetPoolUsage("vg0", "pool0", s.data, s.meta)
+		f.LVM.SetPoolReadOnly("vg0", "pool0", s.readOnly)
+		eventually(t, s.name, func() bool {
+			c := lvmNode(t, "full-node").Status.DeviceClasses[0]
+			return c.DataPercent == strconv.FormatFloat(s.data, 'f', 2, 64) && c.OverHighWatermark == s.over && c.PoolHealth == s.health
+		})
+		time.Sleep(100 * time.Millisecond) // the Events are recorded after the write
+		var got []string
+		for len(rec.Events) > 0 {
+			got = append(got, <-rec.Events)
+		}
+		if len(got) != len(s.events) {
+			t.Fatalf("%s: events %q, want %d starting %q", s.name, got, len(s.events), s.events)
+		}
+		for i := range got {
+			if !strings.HasPrefix(got[i], s.events[i]) {
+				t.Errorf("%s: event %q, want it to start %q", s.name, got[i], s.events[i])
+			}
+		}
+	}
 }

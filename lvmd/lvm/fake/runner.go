@@ -47,6 +47,15 @@ type Pool struct {
 	UUID                         string
 	Size                         uint64
 	DataPercent, MetadataPercent float64
+	// WhenFull is lv_when_full: "" reports lvm2's default, "queue";
+	// lvchange --errorwhenfull sets "error" or "queue".
+	WhenFull string
+	// ReadOnly is a pool the kernel made read-only (metadata full); a pool
+	// at 100% data is reported out of data space.
+	ReadOnly bool
+	// Inactive is a pool an administrator deactivated (lvchange -an, e.g.
+	// to repair it): no "a" in its attributes and no data or metadata use.
+	Inactive bool
 }
 
 // LV is a simulated thin LV or thin snapshot (Origin set).
@@ -358,7 +367,7 @@ type command struct {
 var (
 	valueOptions = map[string]bool{
 		"--virtualsize": true, "--name": true, "--addtag": true, "--activate": true, "--setactivationskip": true,
-		"--permission": true, "--size": true, "--config": true, "--zero": true,
+		"--permission": true, "--size": true, "--config": true, "--zero": true, "--errorwhenfull": true,
 	}
 	boolOptions = map[string]bool{"--ignoreactivationskip": true, "--yes": true, "--force": true, "--thin": true, "--snapshot": true, "--use-policies": true}
 )
@@ -678,6 +687,9 @@ func (r *Runner) lvchange(c *command) (string, error) {
 	if _, err := r.lookupVG(c, vgName); err != nil {
 		return "", err
 	}
+	if ewf, ok := c.value("--errorwhenfull"); ok {
+		return r.setErrorWhenFull(c, vgName, name, ewf)
+	}
 	lv := r.lv(vgName, name)
 	if lv == nil {
 		return "", c.fail("Failed to find logical volume \"%s/%s\"", vgName, name)
@@ -709,6 +721,43 @@ func (r *Runner) lvchange(c *command) (string, error) {
 		return "", nil
 	}
 	return "", c.unsupported("lvchange without exactly one of --permission and --activate")
+}
+
+// setErrorWhenFull is lvchange --errorwhenfull y|n of a thin pool.
+func (r *Runner) setErrorWhenFull(c *command, vgName, name, v string) (string, error) {
+	if len(c.values) != 1 {
+		return "", c.unsupported("--errorwhenfull with other changes")
+	}
+	p := r.pool(vgName, name)
+	if p == nil {
+		if r.lv(vgName, name) != nil {
+			return "", c.fail("Command on LV %s/%s uses options that require LV types thinpool.", vgName, name)
+		}
+		return "", c.fail("Failed to find logical volume \"%s/%s\"", vgName, name)
+	}
+	want := map[string]string{"y": "error", "n": "queue"}[v]
+	if want == "" {
+		return "", c.unsupported("--errorwhenfull %q", v)
+	}
+	p.WhenFull = want
+	return fmt.Sprintf("  Logical volume %s/%s changed.\n", vgName, name), nil
+}
+
+func whenFull(p *Pool) string {
+	if p.WhenFull == "" {
+		return "queue"
+	}
+	return p.WhenFull
+}
+
+// SetPoolReadOnly makes a pool read-only, as the kernel does when its
+// metadata fills, or writable again.
+func (r *Runner) SetPoolReadOnly(vg, pool string, readOnly bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.pool(vg, pool); p != nil {
+		p.ReadOnly = readOnly
+	}
 }
 
 func (r *Runner) lvremove(c *command) (string, error) {
@@ -982,12 +1031,26 @@ func poolRow(p *Pool) row {
 		case "lv_size":
 			return strconv.FormatUint(p.Size, 10), true
 		case "lv_attr":
+			switch {
+			case p.Inactive:
+				return "twi---tz--", true
+			case p.ReadOnly:
+				return "twi-aotzM-", true
+			case p.DataPercent >= 100:
+				return "twi-aotzD-", true
+			}
 			return "twi-aotz--", true
+		case "lv_when_full":
+			return whenFull(p), true
 		case "vg_name":
 			return p.VG, true
-		case "data_percent":
-			return percent(p.DataPercent), true
-		case "metadata_percent":
+		case "data_percent", "metadata_percent":
+			if p.Inactive {
+				return "", true
+			}
+			if f == "data_percent" {
+				return percent(p.DataPercent), true
+			}
 			return percent(p.MetadataPercent), true
 		}
 		return "", false
@@ -1022,7 +1085,7 @@ func lvRow(lv *LV, devDir string) row {
 				return "", true
 			}
 			return percent(lv.DataPercent), true
-		case "metadata_percent":
+		case "metadata_percent", "lv_when_full":
 			return "", true
 		}
 		return "", false

@@ -55,11 +55,11 @@ func TestFullReport(t *testing.T) {
 			{Name: "vg1", Size: 8 * gib, Free: 7 * gib, ExtentSize: 4 * mib},
 		},
 		LVs: []lvm.LV{
-			{Name: "pool", VG: "vg0", Size: 8 * gib, Attr: "twi-aotz--", DataPercent: 12.5, MetadataPercent: 3},
+			{Name: "pool", VG: "vg0", Size: 8 * gib, Attr: "twi-aotz--", DataPercent: 12.5, MetadataPercent: 3, WhenFull: "queue"},
 			{Name: "snap1", VG: "vg0", Path: "/dev/vg0/snap1", Size: 2 * gib, Attr: "Vri---tz-k", Origin: "thin1", Pool: "pool"},
 			{Name: "thin1", VG: "vg0", Path: "/dev/vg0/thin1", Size: 2 * gib, Attr: "Vwi-a-tz--", Pool: "pool",
 				Tags: []string{"thinlvm", "a=b"}, DataPercent: 50},
-			{Name: "tp", VG: "vg1", Size: gib, Attr: "twi-aotz--"},
+			{Name: "tp", VG: "vg1", Size: gib, Attr: "twi-aotz--", WhenFull: "queue"},
 		},
 	}
 	if diff := cmp.Diff(want, got, ignoreUUID, cmpopts.IgnoreFields(lvm.VG{}, "UUID")); diff != "" {
@@ -194,7 +194,7 @@ func TestCommands(t *testing.T) {
 				}},
 				{call: createThin("a", gib), err: lvm.ErrInsufficientSpace, stderr: "free space in thin pool vg0/pool reached threshold"},
 			},
-			want: []lvm.LV{{Name: "pool", VG: "vg0", Size: 8 * gib, Attr: "twi-aotz--", DataPercent: 100, MetadataPercent: 3}},
+			want: []lvm.LV{{Name: "pool", VG: "vg0", Size: 8 * gib, Attr: "twi-aotzD-", DataPercent: 100, MetadataPercent: 3, WhenFull: "queue"}},
 		},
 		{
 			name: "snapshot activated, read-only",
@@ -279,7 +279,7 @@ func TestCommands(t *testing.T) {
 					return c.AutoExtendPool(ctx, "vg0", "pool", 80, 25)
 				}},
 			},
-			want:   []lvm.LV{{Name: "pool", VG: "vg0", Size: 10 * gib, Attr: "twi-aotz--", DataPercent: 72, MetadataPercent: 32}},
+			want:   []lvm.LV{{Name: "pool", VG: "vg0", Size: 10 * gib, Attr: "twi-aotz--", DataPercent: 72, MetadataPercent: 32, WhenFull: "queue"}},
 			vgFree: 8 * gib,
 		},
 		{
@@ -293,7 +293,7 @@ func TestCommands(t *testing.T) {
 					return c.AutoExtendPool(ctx, "vg0", "pool", 80, 100)
 				}},
 			},
-			want:   []lvm.LV{{Name: "pool", VG: "vg0", Size: 16 * gib, Attr: "twi-aotz--", DataPercent: 5, MetadataPercent: 40}},
+			want:   []lvm.LV{{Name: "pool", VG: "vg0", Size: 16 * gib, Attr: "twi-aotz--", DataPercent: 5, MetadataPercent: 40, WhenFull: "queue"}},
 			vgFree: 2 * gib,
 		},
 		{
@@ -310,8 +310,19 @@ func TestCommands(t *testing.T) {
 					return c.AutoExtendPool(ctx, "vg0", "pool", 45, 100) // ...then 16 GiB more, 2 GiB free
 				}, err: lvm.ErrInsufficientSpace, stderr: "Insufficient free space: 4096 extents needed, but only 512 available"},
 			},
-			want:   []lvm.LV{{Name: "pool", VG: "vg0", Size: 16 * gib, Attr: "twi-aotz--", DataPercent: 47.5, MetadataPercent: 20}},
+			want:   []lvm.LV{{Name: "pool", VG: "vg0", Size: 16 * gib, Attr: "twi-aotz--", DataPercent: 47.5, MetadataPercent: 20, WhenFull: "queue"}},
 			vgFree: 2 * gib,
+		},
+		{
+			name: "errorwhenfull on a thin pool",
+			steps: []step{
+				{call: func(ctx context.Context, c *lvm.Client, _ *fake.Runner) error {
+					return c.SetErrorWhenFull(ctx, "vg0", "pool", true)
+				}},
+				{call: createThin("a", gib)},
+			},
+			want: []lvm.LV{{Name: "a", VG: "vg0", Path: "/dev/vg0/a", Size: gib, Attr: "Vwi-a-tz--", Pool: "pool"},
+				{Name: "pool", VG: "vg0", Size: 8 * gib, Attr: "twi-aotz--", DataPercent: 12.5, MetadataPercent: 3, WhenFull: "error"}},
 		},
 		{
 			name: "injected failure leaves the state as it was",
