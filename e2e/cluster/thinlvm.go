@@ -286,21 +286,16 @@ func (c *Cluster) StartVMContainers(ctx context.Context, node string, containers
 	}})
 }
 
-// SetNodeHeartbeat starts or stops the Node's heartbeats (kwok plays its
-// kubelet): without them the node lifecycle controller marks it NotReady
-// (Unknown) after its grace period and taints it unreachable.
-func (c *Cluster) SetNodeHeartbeat(ctx context.Context, node string, on bool) error {
-	n := &corev1.Node{}
-	if err := c.Client.Get(ctx, types.NamespacedName{Name: node}, n); err != nil {
-		return err
+// SetHeartbeats stops or starts every node's heartbeats: kwok plays the
+// nodes' kubelets, and without it the node lifecycle controller marks them
+// NotReady (Unknown) after its grace period and taints them unreachable.
+// Stopping kills kwok with SIGKILL, as a node losing power would.
+func (c *Cluster) SetHeartbeats(on bool) error {
+	if !on {
+		c.Crash("kwok")
+		return nil
 	}
-	patch := client.MergeFrom(n.DeepCopy())
-	if on {
-		n.Annotations["kwok.x-k8s.io/node"] = "fake"
-	} else {
-		delete(n.Annotations, "kwok.x-k8s.io/node")
-	}
-	return c.Client.Patch(ctx, n, patch)
+	return c.Restart("kwok", nil)
 }
 
 // WaitLVMNode waits until the node's LVMNode reports a device class.
