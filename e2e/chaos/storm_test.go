@@ -287,6 +287,41 @@ func (s *storm) create(v *vol, affinity *corev1.Affinity, src *corev1.TypedLocal
 	return nil
 }
 
+// provision creates v's claim and pod, waits for the claim to bind and
+// adds v to the storm's volumes.
+func (s *storm) provision(v *vol, affinity *corev1.Affinity, from *corev1.TypedLocalObjectReference) error {
+	if err := s.create(v, affinity, from); err != nil {
+		return err
+	}
+	if err := s.waitBound(v, s.sz.opTimeout); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.vols[v.name] = v
+	s.mu.Unlock()
+	return nil
+}
+
+// expand asks for v's claim to grow to want and waits until its PV shows
+// it (the controller's expansion is done).
+func expand(v *vol, want resource.Quantity, timeout time.Duration) error {
+	if err := retryAPI(func() error {
+		c := &corev1.PersistentVolumeClaim{}
+		if err := tb.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: v.name}, c); err != nil {
+			return err
+		}
+		c.Spec.Resources.Requests[corev1.ResourceStorage] = want
+		return tb.Client.Update(ctx, c)
+	}); err != nil {
+		return err
+	}
+	return tb.WaitFor(ctx, "PV of "+v.name+" at "+want.String(), timeout, func() (bool, error) {
+		pv := &corev1.PersistentVolume{}
+		err := tb.Client.Get(ctx, types.NamespacedName{Name: v.pv}, pv)
+		return err == nil && pv.Spec.Capacity.Storage().Cmp(want) >= 0, nil
+	})
+}
+
 // waitBound waits for v's claim to bind and notes its PV and node.
 func (s *storm) waitBound(v *vol, timeout time.Duration) error {
 	return tb.WaitFor(ctx, "claim "+v.name+" bound", timeout, func() (bool, error) {
@@ -386,15 +421,7 @@ func (s *storm) operate(i int) {
 				affinity = cluster.OnNode(cluster.VMNode)
 			}
 			watched = append(watched, cluster.Claim(v.name, "", "1Gi", false), cluster.Pod(v.name, false, nil))
-			if err := s.create(v, affinity, nil); err != nil {
-				return err
-			}
-			if err := s.waitBound(v, s.sz.opTimeout); err != nil {
-				return err
-			}
-			s.mu.Lock()
-			s.vols[v.name] = v
-			s.mu.Unlock()
+			return s.provision(v, affinity, nil)
 		case "snapshot":
 			src := s.busy(r, func(v *vol) bool { return v.pv != "" })
 			if src == nil {
@@ -434,15 +461,7 @@ func (s *storm) operate(i int) {
 				v.class, v.block, v.size, v.sum = src.class, src.block, src.size, src.sum
 			}
 			watched = append(watched, cluster.Claim(v.name, "", "1Gi", false), cluster.Pod(v.name, false, nil))
-			if err := s.create(v, nil, from); err != nil {
-				return err
-			}
-			if err := s.waitBound(v, s.sz.opTimeout); err != nil {
-				return err
-			}
-			s.mu.Lock()
-			s.vols[v.name] = v
-			s.mu.Unlock()
+			return s.provision(v, nil, from)
 		case "expand":
 			v := s.busy(r, func(v *vol) bool { return v.pv != "" })
 			if v == nil {
@@ -452,21 +471,7 @@ func (s *storm) operate(i int) {
 			watched = append(watched, cluster.Claim(v.name, "", "1Gi", false))
 			want := v.size.DeepCopy()
 			want.Add(resource.MustParse("256Mi"))
-			if err := retryAPI(func() error {
-				c := &corev1.PersistentVolumeClaim{}
-				if err := tb.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: v.name}, c); err != nil {
-					return err
-				}
-				c.Spec.Resources.Requests[corev1.ResourceStorage] = want
-				return tb.Client.Update(ctx, c)
-			}); err != nil {
-				return err
-			}
-			if err := tb.WaitFor(ctx, "PV of "+v.name+" at "+want.String(), s.sz.opTimeout, func() (bool, error) {
-				pv := &corev1.PersistentVolume{}
-				err := tb.Client.Get(ctx, types.NamespacedName{Name: v.pv}, pv)
-				return err == nil && pv.Spec.Capacity.Storage().Cmp(want) >= 0, nil
-			}); err != nil {
+			if err := expand(v, want, s.sz.opTimeout); err != nil {
 				return err
 			}
 			s.mu.Lock()
@@ -743,22 +748,7 @@ func (s *storm) probeOnce(target, node string) (done time.Time, err error) {
 		}()
 		err = waitSnapshot(name, timeout)
 	case "csi-resizer":
-		want := resource.MustParse("128Mi")
-		if err := retryAPI(func() error {
-			c := &corev1.PersistentVolumeClaim{}
-			if err := tb.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, c); err != nil {
-				return err
-			}
-			c.Spec.Resources.Requests[corev1.ResourceStorage] = want
-			return tb.Client.Update(ctx, c)
-		}); err != nil {
-			return done, err
-		}
-		err = tb.WaitFor(ctx, "probe expansion", timeout, func() (bool, error) {
-			pv := &corev1.PersistentVolume{}
-			err := tb.Client.Get(ctx, types.NamespacedName{Name: v.pv}, pv)
-			return err == nil && pv.Spec.Capacity.Storage().Cmp(want) >= 0, nil
-		})
+		err = expand(v, resource.MustParse("128Mi"), timeout)
 	}
 	return time.Now(), err
 }
