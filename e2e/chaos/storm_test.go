@@ -165,6 +165,14 @@ type storm struct {
 // dataBytes is how much of a volume the storm writes and checks.
 const dataBytes = 4 << 20
 
+// volumeSize is the size of the storm's new volumes and growBy what an
+// expansion adds: small, so that hundreds of volumes fit the VM node's
+// thin pool (16 GiB, overprovisioned 4x) and no claim waits for room.
+const (
+	volumeSize = "256Mi"
+	growBy     = "64Mi"
+)
+
 // goldenClass is the storm's StorageClass of VM disks from its golden image.
 const goldenClass = "chaos-golden"
 
@@ -411,7 +419,7 @@ func (s *storm) operate(i int) {
 	err := func() error {
 		switch kind {
 		case "create-fs", "create-block", "golden-disk":
-			v := &vol{name: s.name(kind), class: cluster.FilesystemClass, size: resource.MustParse("1Gi")}
+			v := &vol{name: s.name(kind), class: cluster.FilesystemClass, size: resource.MustParse(volumeSize)}
 			var affinity *corev1.Affinity
 			switch kind {
 			case "create-block":
@@ -470,7 +478,7 @@ func (s *storm) operate(i int) {
 			defer s.idle(v)
 			watched = append(watched, cluster.Claim(v.name, "", "1Gi", false))
 			want := v.size.DeepCopy()
-			want.Add(resource.MustParse("256Mi"))
+			want.Add(resource.MustParse(growBy))
 			if err := expand(v, want, s.sz.opTimeout); err != nil {
 				return err
 			}
