@@ -119,7 +119,8 @@ func TestStorm(t *testing.T) {
 }
 
 // BenchmarkStorm is the large storm (make bench): at least 200
-// operations, six at a time, every component killed at least three times, kills every 2.5-10 s.
+// operations, six at a time, every component killed at least three times,
+// a kill every 2.5-10 s after the last one's recovery.
 func BenchmarkStorm(b *testing.B) {
 	for range b.N {
 		newStorm(b, size{ops: 200, workers: 6, rounds: 3, keepers: 6, pause: 10 * time.Second, opTimeout: 5 * time.Minute, opPause: 2 * time.Second}).run()

@@ -668,17 +668,28 @@ func (s *storm) kill(k kill) {
 			return
 		}
 		rec.instance = all[k.pick%uint64(len(all))]
+		// Of a replicated component, every other kill hits the leader
+		// (leader election must hand over), the others a follower.
+		s.mu.Lock()
+		n := 0
+		for _, r := range s.kills {
+			if r.target == k.target {
+				n++
+			}
+		}
+		s.mu.Unlock()
+		for _, p := range all {
+			if leads(p) == (n%2 == 0) {
+				rec.instance = p
+				break
+			}
+		}
 	}
 	if k.target != "control-plane" {
 		// Leader election tells replicas apart by their pod's hostname
 		// (the sidecars) or by it and a random suffix (controller-runtime,
 		// kube-scheduler).
-		_, pod, _ := strings.Cut(rec.instance, "@")
-		for _, h := range leaseHolders() {
-			if h == pod || strings.HasPrefix(h, pod+"_") {
-				rec.leader = true
-			}
-		}
+		rec.leader = leads(rec.instance)
 		s.logf("kill: %s (SIGKILL)", rec.instance)
 		if err := tb.KillContainer(ctx, rec.instance); err != nil {
 			s.t.Errorf("kill %s: %v", rec.instance, err)
@@ -695,6 +706,40 @@ func (s *storm) kill(k kill) {
 	s.mu.Lock()
 	s.kills = append(s.kills, rec)
 	s.mu.Unlock()
+}
+
+// leads tells whether a pod's container holds a lease of the component:
+// leader election tells replicas apart by their pod's hostname (the
+// sidecars) or by it and a random suffix (controller-runtime,
+// kube-scheduler).
+func leads(container string) bool {
+	name, pod, _ := strings.Cut(container, "@")
+	for lease, h := range leaseHolders() {
+		if (h == pod || strings.HasPrefix(h, pod+"_")) && leaseOf(lease, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseOf tells whether a lease is the one the container elects a leader
+// by: each component has its own (the controller's thinlvm-controller, the
+// provisioner's thinlvm-io, external-resizer-thinlvm-io,
+// external-snapshotter-leader-thinlvm-io, the scheduler's).
+func leaseOf(lease, container string) bool {
+	switch container {
+	case "thinlvm-controller":
+		return lease == "thinlvm-controller"
+	case "csi-provisioner":
+		return lease == "thinlvm-io"
+	case "csi-resizer":
+		return strings.HasPrefix(lease, "external-resizer")
+	case "csi-snapshotter":
+		return strings.HasPrefix(lease, "external-snapshotter")
+	case "thinlvm-scheduler":
+		return strings.Contains(lease, "scheduler")
+	}
+	return false
 }
 
 // leaseHolders are the holders of the leases of thinlvm's namespace (the
