@@ -135,7 +135,7 @@ e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes an
 
 .PHONY: chaos
 chaos: lvmvm-image ## The fault suite at CI size: operations while components are SIGKILLed; SEED=N replays a storm.
-	$(GO) test -count=1 -timeout 40m -run 'TestStorm' ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
+	$(GO) test -count=1 -timeout 40m -v -run 'TestStorm' ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
 
 .PHONY: bench
 bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), 100 PVCs to Bound, golden-image VM disks, scheduler throughput, the 200-operation storm.
