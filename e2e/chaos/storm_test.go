@@ -118,6 +118,11 @@ type vol struct {
 	size      resource.Quantity
 	keeper    bool // never deleted by the storm
 	busy      bool // an operation acts on it
+	// grown: a Filesystem volume grown once waits for its kubelet's
+	// NodeExpandVolume before the resizer takes the next request, and the
+	// harness has no kubelet: the storm grows each once (Block volumes
+	// any number of times).
+	grown bool
 	pv        string
 }
 
@@ -228,6 +233,9 @@ func (s *storm) run() {
 	s.report(stormTook, inv)
 	if inv.total() != 0 {
 		t.Errorf("invariants broken (seed %d): %+v", s.plan.seed, inv)
+	}
+	if failed := s.failed(); failed > 0 {
+		t.Errorf("%d operations failed for good (seed %d): every operation must succeed, retried if need be", failed, s.plan.seed)
 	}
 	s.cleanup()
 }
@@ -471,7 +479,7 @@ func (s *storm) operate(i int) {
 			watched = append(watched, cluster.Claim(v.name, "", "1Gi", false), cluster.Pod(v.name, false, nil))
 			return s.provision(v, nil, from)
 		case "expand":
-			v := s.busy(r, func(v *vol) bool { return v.pv != "" })
+			v := s.busy(r, func(v *vol) bool { return v.pv != "" && (v.block || !v.grown) })
 			if v == nil {
 				return errSkip
 			}
@@ -483,7 +491,7 @@ func (s *storm) operate(i int) {
 				return err
 			}
 			s.mu.Lock()
-			v.size = want
+			v.size, v.grown = want, true
 			s.mu.Unlock()
 		case "delete":
 			v := s.busy(r, func(v *vol) bool { return v.pv != "" && !v.keeper })
@@ -1009,6 +1017,19 @@ func (s *storm) readSum(v *vol) (string, error) {
 		return "", err
 	}
 	return sum(b), nil
+}
+
+// failed counts the operations that failed for good.
+func (s *storm) failed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.results {
+		if !r.ok {
+			n++
+		}
+	}
+	return n
 }
 
 // report prints the storm's table.
