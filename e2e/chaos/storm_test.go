@@ -123,7 +123,7 @@ type vol struct {
 	// harness has no kubelet: the storm grows each once (Block volumes
 	// any number of times).
 	grown bool
-	pv        string
+	pv    string
 }
 
 type snap struct {
