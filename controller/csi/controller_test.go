@@ -218,10 +218,12 @@ func TestNodeRefusalLeavesNothing(t *testing.T) {
 // the node removed it, the next retry makes the volume.
 func TestRetryAfterRefusalWhileTheNodeIsDown(t *testing.T) {
 	down := status.Error(codes.Unavailable, "dial unix /run/thinlvm/lvmd.sock: connection refused")
-	lvmd["n1"].SetFail("CreateLV", down)
-	lvmd["n1"].SetFail("RemoveLV", down)
-	defer lvmd["n1"].SetFail("CreateLV", nil)
-	defer lvmd["n1"].SetFail("RemoveLV", nil)
+	// lvmd is down: every call fails, so the node can neither make the LV
+	// nor tell that there is none to remove.
+	for _, m := range []string{"CreateLV", "GetLV", "RemoveLV"} {
+		lvmd["n1"].SetFail(m, down)
+		defer lvmd["n1"].SetFail(m, nil)
+	}
 	const name = "pvc-node-down"
 	if _, err := createVolume(t, name, 1<<30, top("n1"), nil); status.Code(err) != codes.Unavailable {
 		t.Fatalf("first attempt: %v, want Unavailable", err)
@@ -242,8 +244,9 @@ func TestRetryAfterRefusalWhileTheNodeIsDown(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	lvmd["n1"].SetFail("CreateLV", nil)
-	lvmd["n1"].SetFail("RemoveLV", nil)
+	for _, m := range []string{"CreateLV", "GetLV", "RemoveLV"} {
+		lvmd["n1"].SetFail(m, nil)
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		v, err := createVolume(t, name, 1<<30, top("n1"), nil)
