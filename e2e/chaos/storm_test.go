@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -163,8 +164,6 @@ type storm struct {
 	results []result
 	kills   []recovery
 	n       int // names made so far
-	// goldenSum is the SHA-256 of the golden image's first dataBytes.
-	goldenSum string
 }
 
 // dataBytes is how much of a volume the storm writes and checks.
@@ -390,13 +389,7 @@ func (s *storm) lvName(v *vol) (string, error) {
 func pick[T any](s *storm, r *rand.Rand, m map[string]*T, ok func(*T) bool, mark func(*T)) *T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range m {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(m))
 	var cands []*T
 	for _, n := range names {
 		if ok(m[n]) {
@@ -433,7 +426,7 @@ func (s *storm) operate(i int) {
 			case "create-block":
 				v.class, v.block = cluster.BlockClass, true
 			case "golden-disk":
-				v.class, v.block, v.sum = goldenClass, true, s.goldenSum
+				v.class, v.block, v.sum = goldenClass, true, goldenSum
 				affinity = cluster.OnNode(cluster.VMNode)
 			}
 			watched = append(watched, cluster.Claim(v.name, "", "1Gi", false), cluster.Pod(v.name, false, nil))
@@ -909,13 +902,7 @@ func (s *storm) invariants() invariants {
 	}
 
 	s.mu.Lock()
-	vols := slices.Collect(func(yield func(*vol) bool) {
-		for _, v := range s.vols {
-			if !yield(v) {
-				return
-			}
-		}
-	})
+	vols := slices.Collect(maps.Values(s.vols))
 	s.mu.Unlock()
 	for _, v := range vols {
 		if v.sum == "" || v.node != cluster.VMNode {
@@ -1118,20 +1105,8 @@ func (s *storm) report(took time.Duration, inv invariants) {
 // cleanup deletes what the storm made and checks that every LV went.
 func (s *storm) cleanup() {
 	s.mu.Lock()
-	vols := slices.Collect(func(yield func(*vol) bool) {
-		for _, v := range s.vols {
-			if !yield(v) {
-				return
-			}
-		}
-	})
-	snaps := slices.Collect(func(yield func(string) bool) {
-		for n := range s.snaps {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	vols := slices.Collect(maps.Values(s.vols))
+	snaps := slices.Collect(maps.Keys(s.snaps))
 	s.mu.Unlock()
 	for _, n := range snaps {
 		if err := deleteAndWait(volumeSnapshot(n, ""), 3*time.Minute); err != nil {
