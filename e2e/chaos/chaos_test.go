@@ -5,17 +5,17 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -145,27 +145,25 @@ func reservations(t testing.TB) int {
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://127.0.0.1:"+port+"/metrics", nil)
 		req.Header.Set("Authorization", "Bearer "+tb.Config.BearerToken)
+		req.Header.Set("Accept", "text/plain")
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Errorf("metrics of %s: %v", p, err)
 			continue
 		}
-		body, _ := io.ReadAll(resp.Body)
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(resp.Body)
 		resp.Body.Close()
-		found := false
-		for _, line := range strings.Split(string(body), "\n") {
-			if v, ok := strings.CutPrefix(line, "thinlvm_scheduler_reservations "); ok {
-				n, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					t.Errorf("%s: %q: %v", p, line, err)
-				}
-				total += int(n)
-				found = true
-			}
+		if err != nil {
+			t.Errorf("metrics of %s (HTTP %d): %v", p, resp.StatusCode, err)
+			continue
 		}
-		if !found {
+		fam := fams["thinlvm_scheduler_reservations"]
+		if fam == nil || len(fam.GetMetric()) != 1 {
 			t.Errorf("%s serves no thinlvm_scheduler_reservations (HTTP %d)", p, resp.StatusCode)
+			continue
 		}
+		total += int(fam.GetMetric()[0].GetGauge().GetValue())
 		replicas++
 	}
 	if replicas == 0 {
