@@ -498,11 +498,15 @@ func (x *ResizeLVResponse) GetVolume() *LogicalVolume {
 }
 
 type ChangeLVRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	DeviceClass   string                 `protobuf:"bytes,2,opt,name=device_class,json=deviceClass,proto3" json:"device_class,omitempty"`
-	ReadOnly      *bool                  `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3,oneof" json:"read_only,omitempty"`
-	Active        *bool                  `protobuf:"varint,4,opt,name=active,proto3,oneof" json:"active,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	DeviceClass string                 `protobuf:"bytes,2,opt,name=device_class,json=deviceClass,proto3" json:"device_class,omitempty"`
+	ReadOnly    *bool                  `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3,oneof" json:"read_only,omitempty"`
+	Active      *bool                  `protobuf:"varint,4,opt,name=active,proto3,oneof" json:"active,omitempty"`
+	// add_tags and del_tags change the LV's tags ("thinlvm" cannot be
+	// removed); adding a tag it has or removing one it lacks is a no-op.
+	AddTags       []string `protobuf:"bytes,5,rep,name=add_tags,json=addTags,proto3" json:"add_tags,omitempty"`
+	DelTags       []string `protobuf:"bytes,6,rep,name=del_tags,json=delTags,proto3" json:"del_tags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -563,6 +567,20 @@ func (x *ChangeLVRequest) GetActive() bool {
 		return *x.Active
 	}
 	return false
+}
+
+func (x *ChangeLVRequest) GetAddTags() []string {
+	if x != nil {
+		return x.AddTags
+	}
+	return nil
+}
+
+func (x *ChangeLVRequest) GetDelTags() []string {
+	if x != nil {
+		return x.DelTags
+	}
+	return nil
 }
 
 type ChangeLVResponse struct {
@@ -891,6 +909,196 @@ func (x *ListLVsResponse) GetVolumes() []*LogicalVolume {
 	return nil
 }
 
+type GetThinDeltaRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	DeviceClass string                 `protobuf:"bytes,2,opt,name=device_class,json=deviceClass,proto3" json:"device_class,omitempty"`
+	// base_name, when set, is the LV to compare with: a thin LV of the same
+	// pool, usually the golden base name descends from.
+	BaseName      string `protobuf:"bytes,3,opt,name=base_name,json=baseName,proto3" json:"base_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetThinDeltaRequest) Reset() {
+	*x = GetThinDeltaRequest{}
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetThinDeltaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetThinDeltaRequest) ProtoMessage() {}
+
+func (x *GetThinDeltaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetThinDeltaRequest.ProtoReflect.Descriptor instead.
+func (*GetThinDeltaRequest) Descriptor() ([]byte, []int) {
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetThinDeltaRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetThinDeltaRequest) GetDeviceClass() string {
+	if x != nil {
+		return x.DeviceClass
+	}
+	return ""
+}
+
+func (x *GetThinDeltaRequest) GetBaseName() string {
+	if x != nil {
+		return x.BaseName
+	}
+	return ""
+}
+
+// ThinRange is a byte range of a thin LV, a multiple of the pool's block
+// size (clipped to the LV's size).
+type ThinRange struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	OffsetBytes uint64                 `protobuf:"varint,1,opt,name=offset_bytes,json=offsetBytes,proto3" json:"offset_bytes,omitempty"`
+	LengthBytes uint64                 `protobuf:"varint,2,opt,name=length_bytes,json=lengthBytes,proto3" json:"length_bytes,omitempty"`
+	// zero: the base maps the range and the LV does not: it reads as zeros
+	// in the LV (a discard), and a copy made from the base must zero it.
+	Zero          bool `protobuf:"varint,3,opt,name=zero,proto3" json:"zero,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThinRange) Reset() {
+	*x = ThinRange{}
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThinRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThinRange) ProtoMessage() {}
+
+func (x *ThinRange) ProtoReflect() protoreflect.Message {
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThinRange.ProtoReflect.Descriptor instead.
+func (*ThinRange) Descriptor() ([]byte, []int) {
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ThinRange) GetOffsetBytes() uint64 {
+	if x != nil {
+		return x.OffsetBytes
+	}
+	return 0
+}
+
+func (x *ThinRange) GetLengthBytes() uint64 {
+	if x != nil {
+		return x.LengthBytes
+	}
+	return 0
+}
+
+func (x *ThinRange) GetZero() bool {
+	if x != nil {
+		return x.Zero
+	}
+	return false
+}
+
+type GetThinDeltaResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// block_size_bytes is the thin pool's block (chunk) size.
+	BlockSizeBytes uint64 `protobuf:"varint,1,opt,name=block_size_bytes,json=blockSizeBytes,proto3" json:"block_size_bytes,omitempty"`
+	// size_bytes is the LV's size.
+	SizeBytes uint64 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// ranges are sorted, do not overlap, and adjacent ones of one kind are
+	// merged.
+	Ranges        []*ThinRange `protobuf:"bytes,3,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetThinDeltaResponse) Reset() {
+	*x = GetThinDeltaResponse{}
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetThinDeltaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetThinDeltaResponse) ProtoMessage() {}
+
+func (x *GetThinDeltaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetThinDeltaResponse.ProtoReflect.Descriptor instead.
+func (*GetThinDeltaResponse) Descriptor() ([]byte, []int) {
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GetThinDeltaResponse) GetBlockSizeBytes() uint64 {
+	if x != nil {
+		return x.BlockSizeBytes
+	}
+	return 0
+}
+
+func (x *GetThinDeltaResponse) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *GetThinDeltaResponse) GetRanges() []*ThinRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
 // DeviceClassCapacity is the capacity of one device class.
 type DeviceClassCapacity struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -936,7 +1144,7 @@ type DeviceClassCapacity struct {
 
 func (x *DeviceClassCapacity) Reset() {
 	*x = DeviceClassCapacity{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[15]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1156,7 @@ func (x *DeviceClassCapacity) String() string {
 func (*DeviceClassCapacity) ProtoMessage() {}
 
 func (x *DeviceClassCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[15]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1169,7 @@ func (x *DeviceClassCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceClassCapacity.ProtoReflect.Descriptor instead.
 func (*DeviceClassCapacity) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{15}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeviceClassCapacity) GetDeviceClass() string {
@@ -1093,7 +1301,7 @@ type GetCapacityRequest struct {
 
 func (x *GetCapacityRequest) Reset() {
 	*x = GetCapacityRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[16]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1313,7 @@ func (x *GetCapacityRequest) String() string {
 func (*GetCapacityRequest) ProtoMessage() {}
 
 func (x *GetCapacityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[16]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1326,7 @@ func (x *GetCapacityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCapacityRequest.ProtoReflect.Descriptor instead.
 func (*GetCapacityRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{16}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetCapacityRequest) GetDeviceClass() string {
@@ -1139,7 +1347,7 @@ type GetCapacityResponse struct {
 
 func (x *GetCapacityResponse) Reset() {
 	*x = GetCapacityResponse{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[17]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1359,7 @@ func (x *GetCapacityResponse) String() string {
 func (*GetCapacityResponse) ProtoMessage() {}
 
 func (x *GetCapacityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[17]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1372,7 @@ func (x *GetCapacityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCapacityResponse.ProtoReflect.Descriptor instead.
 func (*GetCapacityResponse) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{17}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetCapacityResponse) GetDeviceClasses() []*DeviceClassCapacity {
@@ -1189,7 +1397,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[18]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1409,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[18]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1422,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{18}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{21}
 }
 
 var File_lvmd_proto_lvmd_proto protoreflect.FileDescriptor
@@ -1261,12 +1469,14 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x03 \x01(\x04R\tsizeBytes\"J\n" +
 	"\x10ResizeLVResponse\x126\n" +
-	"\x06volume\x18\x01 \x01(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\x06volume\"\xa0\x01\n" +
+	"\x06volume\x18\x01 \x01(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\x06volume\"\xd6\x01\n" +
 	"\x0fChangeLVRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fdevice_class\x18\x02 \x01(\tR\vdeviceClass\x12 \n" +
 	"\tread_only\x18\x03 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12\x1b\n" +
-	"\x06active\x18\x04 \x01(\bH\x01R\x06active\x88\x01\x01B\f\n" +
+	"\x06active\x18\x04 \x01(\bH\x01R\x06active\x88\x01\x01\x12\x19\n" +
+	"\badd_tags\x18\x05 \x03(\tR\aaddTags\x12\x19\n" +
+	"\bdel_tags\x18\x06 \x03(\tR\adelTagsB\f\n" +
 	"\n" +
 	"_read_onlyB\t\n" +
 	"\a_active\"J\n" +
@@ -1285,7 +1495,20 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\fdevice_class\x18\x01 \x01(\tR\vdeviceClass\x12\x10\n" +
 	"\x03tag\x18\x02 \x01(\tR\x03tag\"K\n" +
 	"\x0fListLVsResponse\x128\n" +
-	"\avolumes\x18\x01 \x03(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\avolumes\"\x89\x05\n" +
+	"\avolumes\x18\x01 \x03(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\avolumes\"i\n" +
+	"\x13GetThinDeltaRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fdevice_class\x18\x02 \x01(\tR\vdeviceClass\x12\x1b\n" +
+	"\tbase_name\x18\x03 \x01(\tR\bbaseName\"e\n" +
+	"\tThinRange\x12!\n" +
+	"\foffset_bytes\x18\x01 \x01(\x04R\voffsetBytes\x12!\n" +
+	"\flength_bytes\x18\x02 \x01(\x04R\vlengthBytes\x12\x12\n" +
+	"\x04zero\x18\x03 \x01(\bR\x04zero\"\x93\x01\n" +
+	"\x14GetThinDeltaResponse\x12(\n" +
+	"\x10block_size_bytes\x18\x01 \x01(\x04R\x0eblockSizeBytes\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x122\n" +
+	"\x06ranges\x18\x03 \x03(\v2\x1a.thinlvm.lvmd.v1.ThinRangeR\x06ranges\"\x89\x05\n" +
 	"\x13DeviceClassCapacity\x12!\n" +
 	"\fdevice_class\x18\x01 \x01(\tR\vdeviceClass\x12!\n" +
 	"\fvolume_group\x18\x02 \x01(\tR\vvolumeGroup\x12\x1b\n" +
@@ -1313,7 +1536,7 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\"\x0e\n" +
-	"\fWatchRequest2\xc8\x04\n" +
+	"\fWatchRequest2\xa5\x05\n" +
 	"\tLVService\x12O\n" +
 	"\bCreateLV\x12 .thinlvm.lvmd.v1.CreateLVRequest\x1a!.thinlvm.lvmd.v1.CreateLVResponse\x12a\n" +
 	"\x0eCreateSnapshot\x12&.thinlvm.lvmd.v1.CreateSnapshotRequest\x1a'.thinlvm.lvmd.v1.CreateSnapshotResponse\x12O\n" +
@@ -1321,7 +1544,8 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\bChangeLV\x12 .thinlvm.lvmd.v1.ChangeLVRequest\x1a!.thinlvm.lvmd.v1.ChangeLVResponse\x12O\n" +
 	"\bRemoveLV\x12 .thinlvm.lvmd.v1.RemoveLVRequest\x1a!.thinlvm.lvmd.v1.RemoveLVResponse\x12F\n" +
 	"\x05GetLV\x12\x1d.thinlvm.lvmd.v1.GetLVRequest\x1a\x1e.thinlvm.lvmd.v1.GetLVResponse\x12L\n" +
-	"\aListLVs\x12\x1f.thinlvm.lvmd.v1.ListLVsRequest\x1a .thinlvm.lvmd.v1.ListLVsResponse2\xb5\x01\n" +
+	"\aListLVs\x12\x1f.thinlvm.lvmd.v1.ListLVsRequest\x1a .thinlvm.lvmd.v1.ListLVsResponse\x12[\n" +
+	"\fGetThinDelta\x12$.thinlvm.lvmd.v1.GetThinDeltaRequest\x1a%.thinlvm.lvmd.v1.GetThinDeltaResponse2\xb5\x01\n" +
 	"\tVGService\x12X\n" +
 	"\vGetCapacity\x12#.thinlvm.lvmd.v1.GetCapacityRequest\x1a$.thinlvm.lvmd.v1.GetCapacityResponse\x12N\n" +
 	"\x05Watch\x12\x1d.thinlvm.lvmd.v1.WatchRequest\x1a$.thinlvm.lvmd.v1.GetCapacityResponse0\x01B'Z%github.com/thinlvm/thinlvm/lvmd/protob\x06proto3"
@@ -1338,7 +1562,7 @@ func file_lvmd_proto_lvmd_proto_rawDescGZIP() []byte {
 	return file_lvmd_proto_lvmd_proto_rawDescData
 }
 
-var file_lvmd_proto_lvmd_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_lvmd_proto_lvmd_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_lvmd_proto_lvmd_proto_goTypes = []any{
 	(*LogicalVolume)(nil),          // 0: thinlvm.lvmd.v1.LogicalVolume
 	(*CreateLVRequest)(nil),        // 1: thinlvm.lvmd.v1.CreateLVRequest
@@ -1355,10 +1579,13 @@ var file_lvmd_proto_lvmd_proto_goTypes = []any{
 	(*GetLVResponse)(nil),          // 12: thinlvm.lvmd.v1.GetLVResponse
 	(*ListLVsRequest)(nil),         // 13: thinlvm.lvmd.v1.ListLVsRequest
 	(*ListLVsResponse)(nil),        // 14: thinlvm.lvmd.v1.ListLVsResponse
-	(*DeviceClassCapacity)(nil),    // 15: thinlvm.lvmd.v1.DeviceClassCapacity
-	(*GetCapacityRequest)(nil),     // 16: thinlvm.lvmd.v1.GetCapacityRequest
-	(*GetCapacityResponse)(nil),    // 17: thinlvm.lvmd.v1.GetCapacityResponse
-	(*WatchRequest)(nil),           // 18: thinlvm.lvmd.v1.WatchRequest
+	(*GetThinDeltaRequest)(nil),    // 15: thinlvm.lvmd.v1.GetThinDeltaRequest
+	(*ThinRange)(nil),              // 16: thinlvm.lvmd.v1.ThinRange
+	(*GetThinDeltaResponse)(nil),   // 17: thinlvm.lvmd.v1.GetThinDeltaResponse
+	(*DeviceClassCapacity)(nil),    // 18: thinlvm.lvmd.v1.DeviceClassCapacity
+	(*GetCapacityRequest)(nil),     // 19: thinlvm.lvmd.v1.GetCapacityRequest
+	(*GetCapacityResponse)(nil),    // 20: thinlvm.lvmd.v1.GetCapacityResponse
+	(*WatchRequest)(nil),           // 21: thinlvm.lvmd.v1.WatchRequest
 }
 var file_lvmd_proto_lvmd_proto_depIdxs = []int32{
 	0,  // 0: thinlvm.lvmd.v1.CreateLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
@@ -1367,30 +1594,33 @@ var file_lvmd_proto_lvmd_proto_depIdxs = []int32{
 	0,  // 3: thinlvm.lvmd.v1.ChangeLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
 	0,  // 4: thinlvm.lvmd.v1.GetLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
 	0,  // 5: thinlvm.lvmd.v1.ListLVsResponse.volumes:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	15, // 6: thinlvm.lvmd.v1.GetCapacityResponse.device_classes:type_name -> thinlvm.lvmd.v1.DeviceClassCapacity
-	1,  // 7: thinlvm.lvmd.v1.LVService.CreateLV:input_type -> thinlvm.lvmd.v1.CreateLVRequest
-	3,  // 8: thinlvm.lvmd.v1.LVService.CreateSnapshot:input_type -> thinlvm.lvmd.v1.CreateSnapshotRequest
-	5,  // 9: thinlvm.lvmd.v1.LVService.ResizeLV:input_type -> thinlvm.lvmd.v1.ResizeLVRequest
-	7,  // 10: thinlvm.lvmd.v1.LVService.ChangeLV:input_type -> thinlvm.lvmd.v1.ChangeLVRequest
-	9,  // 11: thinlvm.lvmd.v1.LVService.RemoveLV:input_type -> thinlvm.lvmd.v1.RemoveLVRequest
-	11, // 12: thinlvm.lvmd.v1.LVService.GetLV:input_type -> thinlvm.lvmd.v1.GetLVRequest
-	13, // 13: thinlvm.lvmd.v1.LVService.ListLVs:input_type -> thinlvm.lvmd.v1.ListLVsRequest
-	16, // 14: thinlvm.lvmd.v1.VGService.GetCapacity:input_type -> thinlvm.lvmd.v1.GetCapacityRequest
-	18, // 15: thinlvm.lvmd.v1.VGService.Watch:input_type -> thinlvm.lvmd.v1.WatchRequest
-	2,  // 16: thinlvm.lvmd.v1.LVService.CreateLV:output_type -> thinlvm.lvmd.v1.CreateLVResponse
-	4,  // 17: thinlvm.lvmd.v1.LVService.CreateSnapshot:output_type -> thinlvm.lvmd.v1.CreateSnapshotResponse
-	6,  // 18: thinlvm.lvmd.v1.LVService.ResizeLV:output_type -> thinlvm.lvmd.v1.ResizeLVResponse
-	8,  // 19: thinlvm.lvmd.v1.LVService.ChangeLV:output_type -> thinlvm.lvmd.v1.ChangeLVResponse
-	10, // 20: thinlvm.lvmd.v1.LVService.RemoveLV:output_type -> thinlvm.lvmd.v1.RemoveLVResponse
-	12, // 21: thinlvm.lvmd.v1.LVService.GetLV:output_type -> thinlvm.lvmd.v1.GetLVResponse
-	14, // 22: thinlvm.lvmd.v1.LVService.ListLVs:output_type -> thinlvm.lvmd.v1.ListLVsResponse
-	17, // 23: thinlvm.lvmd.v1.VGService.GetCapacity:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
-	17, // 24: thinlvm.lvmd.v1.VGService.Watch:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
-	16, // [16:25] is the sub-list for method output_type
-	7,  // [7:16] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	16, // 6: thinlvm.lvmd.v1.GetThinDeltaResponse.ranges:type_name -> thinlvm.lvmd.v1.ThinRange
+	18, // 7: thinlvm.lvmd.v1.GetCapacityResponse.device_classes:type_name -> thinlvm.lvmd.v1.DeviceClassCapacity
+	1,  // 8: thinlvm.lvmd.v1.LVService.CreateLV:input_type -> thinlvm.lvmd.v1.CreateLVRequest
+	3,  // 9: thinlvm.lvmd.v1.LVService.CreateSnapshot:input_type -> thinlvm.lvmd.v1.CreateSnapshotRequest
+	5,  // 10: thinlvm.lvmd.v1.LVService.ResizeLV:input_type -> thinlvm.lvmd.v1.ResizeLVRequest
+	7,  // 11: thinlvm.lvmd.v1.LVService.ChangeLV:input_type -> thinlvm.lvmd.v1.ChangeLVRequest
+	9,  // 12: thinlvm.lvmd.v1.LVService.RemoveLV:input_type -> thinlvm.lvmd.v1.RemoveLVRequest
+	11, // 13: thinlvm.lvmd.v1.LVService.GetLV:input_type -> thinlvm.lvmd.v1.GetLVRequest
+	13, // 14: thinlvm.lvmd.v1.LVService.ListLVs:input_type -> thinlvm.lvmd.v1.ListLVsRequest
+	15, // 15: thinlvm.lvmd.v1.LVService.GetThinDelta:input_type -> thinlvm.lvmd.v1.GetThinDeltaRequest
+	19, // 16: thinlvm.lvmd.v1.VGService.GetCapacity:input_type -> thinlvm.lvmd.v1.GetCapacityRequest
+	21, // 17: thinlvm.lvmd.v1.VGService.Watch:input_type -> thinlvm.lvmd.v1.WatchRequest
+	2,  // 18: thinlvm.lvmd.v1.LVService.CreateLV:output_type -> thinlvm.lvmd.v1.CreateLVResponse
+	4,  // 19: thinlvm.lvmd.v1.LVService.CreateSnapshot:output_type -> thinlvm.lvmd.v1.CreateSnapshotResponse
+	6,  // 20: thinlvm.lvmd.v1.LVService.ResizeLV:output_type -> thinlvm.lvmd.v1.ResizeLVResponse
+	8,  // 21: thinlvm.lvmd.v1.LVService.ChangeLV:output_type -> thinlvm.lvmd.v1.ChangeLVResponse
+	10, // 22: thinlvm.lvmd.v1.LVService.RemoveLV:output_type -> thinlvm.lvmd.v1.RemoveLVResponse
+	12, // 23: thinlvm.lvmd.v1.LVService.GetLV:output_type -> thinlvm.lvmd.v1.GetLVResponse
+	14, // 24: thinlvm.lvmd.v1.LVService.ListLVs:output_type -> thinlvm.lvmd.v1.ListLVsResponse
+	17, // 25: thinlvm.lvmd.v1.LVService.GetThinDelta:output_type -> thinlvm.lvmd.v1.GetThinDeltaResponse
+	20, // 26: thinlvm.lvmd.v1.VGService.GetCapacity:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
+	20, // 27: thinlvm.lvmd.v1.VGService.Watch:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
+	18, // [18:28] is the sub-list for method output_type
+	8,  // [8:18] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_lvmd_proto_lvmd_proto_init() }
@@ -1405,7 +1635,7 @@ func file_lvmd_proto_lvmd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lvmd_proto_lvmd_proto_rawDesc), len(file_lvmd_proto_lvmd_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -32,6 +32,7 @@ const (
 	LVService_RemoveLV_FullMethodName       = "/thinlvm.lvmd.v1.LVService/RemoveLV"
 	LVService_GetLV_FullMethodName          = "/thinlvm.lvmd.v1.LVService/GetLV"
 	LVService_ListLVs_FullMethodName        = "/thinlvm.lvmd.v1.LVService/ListLVs"
+	LVService_GetThinDelta_FullMethodName   = "/thinlvm.lvmd.v1.LVService/GetThinDelta"
 )
 
 // LVServiceClient is the client API for LVService service.
@@ -59,6 +60,12 @@ type LVServiceClient interface {
 	GetLV(ctx context.Context, in *GetLVRequest, opts ...grpc.CallOption) (*GetLVResponse, error)
 	// ListLVs returns the thinlvm LVs of one or all device classes.
 	ListLVs(ctx context.Context, in *ListLVsRequest, opts ...grpc.CallOption) (*ListLVsResponse, error)
+	// GetThinDelta returns the byte ranges a reader must copy to reproduce a
+	// thin LV: with base_name, where it differs from that LV of the same thin
+	// pool (its golden base); without, the ranges it maps. They come from the
+	// pool's metadata (thin_delta on a reserved metadata snapshot), never
+	// from reading the data. Both LVs must be thinlvm's.
+	GetThinDelta(ctx context.Context, in *GetThinDeltaRequest, opts ...grpc.CallOption) (*GetThinDeltaResponse, error)
 }
 
 type lVServiceClient struct {
@@ -139,6 +146,16 @@ func (c *lVServiceClient) ListLVs(ctx context.Context, in *ListLVsRequest, opts 
 	return out, nil
 }
 
+func (c *lVServiceClient) GetThinDelta(ctx context.Context, in *GetThinDeltaRequest, opts ...grpc.CallOption) (*GetThinDeltaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetThinDeltaResponse)
+	err := c.cc.Invoke(ctx, LVService_GetThinDelta_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LVServiceServer is the server API for LVService service.
 // All implementations must embed UnimplementedLVServiceServer
 // for forward compatibility.
@@ -164,6 +181,12 @@ type LVServiceServer interface {
 	GetLV(context.Context, *GetLVRequest) (*GetLVResponse, error)
 	// ListLVs returns the thinlvm LVs of one or all device classes.
 	ListLVs(context.Context, *ListLVsRequest) (*ListLVsResponse, error)
+	// GetThinDelta returns the byte ranges a reader must copy to reproduce a
+	// thin LV: with base_name, where it differs from that LV of the same thin
+	// pool (its golden base); without, the ranges it maps. They come from the
+	// pool's metadata (thin_delta on a reserved metadata snapshot), never
+	// from reading the data. Both LVs must be thinlvm's.
+	GetThinDelta(context.Context, *GetThinDeltaRequest) (*GetThinDeltaResponse, error)
 	mustEmbedUnimplementedLVServiceServer()
 }
 
@@ -194,6 +217,9 @@ func (UnimplementedLVServiceServer) GetLV(context.Context, *GetLVRequest) (*GetL
 }
 func (UnimplementedLVServiceServer) ListLVs(context.Context, *ListLVsRequest) (*ListLVsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListLVs not implemented")
+}
+func (UnimplementedLVServiceServer) GetThinDelta(context.Context, *GetThinDeltaRequest) (*GetThinDeltaResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetThinDelta not implemented")
 }
 func (UnimplementedLVServiceServer) mustEmbedUnimplementedLVServiceServer() {}
 func (UnimplementedLVServiceServer) testEmbeddedByValue()                   {}
@@ -342,6 +368,24 @@ func _LVService_ListLVs_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LVService_GetThinDelta_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetThinDeltaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LVServiceServer).GetThinDelta(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LVService_GetThinDelta_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LVServiceServer).GetThinDelta(ctx, req.(*GetThinDeltaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LVService_ServiceDesc is the grpc.ServiceDesc for LVService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -376,6 +420,10 @@ var LVService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListLVs",
 			Handler:    _LVService_ListLVs_Handler,
+		},
+		{
+			MethodName: "GetThinDelta",
+			Handler:    _LVService_GetThinDelta_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
