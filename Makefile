@@ -26,7 +26,7 @@ generate: ## Regenerate checked-in code (protobuf/gRPC).
 	$(PROTOC) --plugin=protoc-gen-go=$(BIN)/protoc-gen-go --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
 		--go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative \
-		lvmd/proto/lvmd.proto
+		lvmd/proto/lvmd.proto node/transfer/proto/transfer.proto
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/crds
 	$(GO) tool controller-gen rbac:roleName=thinlvm-node paths=./node/... output:rbac:artifacts:config=deploy/rbac/node
@@ -38,7 +38,7 @@ verify: generate verify-imports ## Check formatting, vet, the import boundaries,
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	@git diff --exit-code -- . ':!go.sum' || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto api deploy/crds deploy/rbac)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto api deploy/crds deploy/rbac; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy/crds deploy/rbac)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy/crds deploy/rbac; exit 1; }
 
 # The one-way arrows between the packages (docs/architecture.md): each rule
 # is a package pattern and the imports it must not have.

@@ -125,9 +125,14 @@ const (
 	// ReasonSourceNotFound: the source (a LogicalVolume, its LV, or a
 	// GoldenImage) does not exist or is not made yet. Retried.
 	ReasonSourceNotFound = "SourceNotFound"
-	// ReasonSourceOnOtherNode: the source LogicalVolume is on another node;
-	// a clone or restore is made on its source's node only.
-	ReasonSourceOnOtherNode = "SourceOnOtherNode"
+	// ReasonCopying (Ready=False, Failed=False): the volume's source is on
+	// another node and its data is being copied from there; the progress
+	// is in status.transfer. Not a failure.
+	ReasonCopying = "Copying"
+	// ReasonTransferFailed: copying the data from the source's node failed
+	// (the node unreachable, the source gone, a checksum mismatch); the
+	// half-made LV was removed. Retried by a new attempt.
+	ReasonTransferFailed = "TransferFailed"
 	// ReasonSourceMismatch: the source (or the GoldenImage) is in another
 	// device class, or the LV found for it is not the source's own.
 	ReasonSourceMismatch = "SourceMismatch"
@@ -173,6 +178,59 @@ type LogicalVolumeStatus struct {
 	// ObservedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Transfer is the copy of the data from the source's node, for a clone
+	// or restore made on another node than its source.
+	// +optional
+	Transfer *TransferStatus `json:"transfer,omitempty"`
+}
+
+// TransferMode is what a copy from another node sends.
+// +kubebuilder:validation:Enum=Delta;Mapped
+type TransferMode string
+
+// Transfer modes.
+const (
+	// TransferDelta: the source descends from a golden base this node holds
+	// too (same GoldenImage UID and sha256); the volume is a thin snapshot
+	// of the local base and receives only the ranges where the source
+	// differs from it.
+	TransferDelta TransferMode = "Delta"
+	// TransferMapped: no shared base; the volume receives the ranges the
+	// source maps, and what the source leaves unmapped stays unmapped.
+	TransferMapped TransferMode = "Mapped"
+)
+
+// TransferStatus is the progress of a copy from the source's node.
+type TransferStatus struct {
+	// SourceNode is the node the data comes from.
+	SourceNode string `json:"sourceNode"`
+	// Mode is Delta or Mapped; empty until the source answered.
+	// +optional
+	Mode TransferMode `json:"mode,omitempty"`
+	// Base is the GoldenImage whose base both nodes hold, in Delta mode.
+	// +optional
+	Base string `json:"base,omitempty"`
+	// BytesDone and BytesTotal are the data copied and to copy (the
+	// ranges' length, before compression).
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+	// +optional
+	BytesTotal int64 `json:"bytesTotal,omitempty"`
+	// BytesSent is what crossed the network (compressed).
+	// +optional
+	BytesSent int64 `json:"bytesSent,omitempty"`
+	// BytesPerSecond is the copy's mean rate so far.
+	// +optional
+	BytesPerSecond int64 `json:"bytesPerSecond,omitempty"`
+	// Attempts counts the starts of this copy on this node (1 for the
+	// first); a killed agent or a lost source node starts it again.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// StartTime and CompletionTime bound the last attempt.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
 // LogicalVolume is a thin LV on one node, made and removed by that node's

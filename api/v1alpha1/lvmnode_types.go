@@ -109,6 +109,19 @@ type GoldenBaseStatus struct {
 	Message string `json:"message,omitempty"`
 }
 
+// TransferEndpoint is a node agent's transfer endpoint. Only the node's
+// own agent may write its LVMNode (see the node identity admission
+// policy), so a caller that pins the certificate below talks to that
+// node's agent and nobody else.
+type TransferEndpoint struct {
+	// Address is host:port on the node network.
+	Address string `json:"address"`
+	// CertificateSHA256 is the hex SHA-256 of the DER certificate the
+	// endpoint presents; the agent makes a new key and certificate each
+	// time it starts.
+	CertificateSHA256 string `json:"certificateSHA256"`
+}
+
 // LVMNodeStatus is what the node agent publishes of its node.
 type LVMNodeStatus struct {
 	// DeviceClasses are the node's device classes with their capacity.
@@ -121,6 +134,10 @@ type LVMNodeStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	GoldenBases []GoldenBaseStatus `json:"goldenBases,omitempty"`
+	// Transfer is where the node's agent serves the data of its volumes to
+	// other nodes' agents; empty when it does not.
+	// +optional
+	Transfer *TransferEndpoint `json:"transfer,omitempty"`
 	// UpdateTime is when the agent last wrote the status.
 	// +optional
 	UpdateTime *metav1.Time `json:"updateTime,omitempty"`

@@ -49,3 +49,10 @@ func LVNameOf(name string) string {
 // from the object's UID, so that a GoldenImage deleted and made again with
 // the same name never finds the old base.
 func BaseLVName(image *GoldenImage) string { return "gi-" + string(image.UID) }
+
+// TransferLVName is the LV name, on the source's node, of the point-in-time
+// snapshot that a copy to the LogicalVolume target (on another node) reads.
+func TransferLVName(target string) string {
+	sum := sha256.Sum256([]byte(target))
+	return "tx-" + hex.EncodeToString(sum[:20])
+}

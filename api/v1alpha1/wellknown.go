@@ -22,3 +22,16 @@ const GoldenImageParameter = "thinlvm.io/golden-image"
 // BaseTagPrefix prefixes the lvm tag that names a golden base's GoldenImage
 // ("base:<name>").
 const BaseTagPrefix = "base:"
+
+// TransferTagPrefix prefixes the lvm tag of a transfer snapshot that names
+// the LogicalVolume it is copied to ("transfer:<name>").
+const TransferTagPrefix = "transfer:"
+
+// IncompleteTag marks an LV whose data is still being copied from another
+// node: it is never Ready, and an agent that finds it without its copy
+// running removes it and starts again.
+const IncompleteTag = "incomplete"
+
+// TransferAudience is the audience of the ServiceAccount tokens node agents
+// present to each other's transfer endpoints.
+const TransferAudience = "thinlvm.io/transfer"

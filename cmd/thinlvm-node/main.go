@@ -17,11 +17,14 @@ import (
 
 	csispec "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/thinlvm/thinlvm/api/csiidentity"
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
 	"github.com/thinlvm/thinlvm/cmd/internal/manager"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
@@ -30,6 +33,8 @@ import (
 	"github.com/thinlvm/thinlvm/node/lvmd"
 	"github.com/thinlvm/thinlvm/node/lvmnode"
 	"github.com/thinlvm/thinlvm/node/reconciler"
+	"github.com/thinlvm/thinlvm/node/transfer"
+	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
 )
 
 // version is set at build time.
@@ -49,6 +54,11 @@ type options struct {
 	qemuImg           string
 	scratchDir        string
 	goldenRetry       time.Duration
+
+	transferAddress   string
+	transferAdvertise string
+	transferTokenFile string
+	transferSA        string
 }
 
 func main() {
@@ -67,6 +77,10 @@ func main() {
 	fs.StringVar(&o.qemuImg, "qemu-img", "qemu-img", "qemu-img binary (name in $PATH or path) that converts qcow2 golden images; qcow2 images fail without it.")
 	fs.StringVar(&o.scratchDir, "scratch-dir", os.TempDir(), "Where a qcow2 golden image is kept between download and conversion.")
 	fs.DurationVar(&o.goldenRetry, "golden-retry", 30*time.Second, "First wait after a failed golden base population; it doubles up to 16 times.")
+	fs.StringVar(&o.transferAddress, "transfer-address", ":9443", "Where to serve the transfer endpoint other nodes' agents copy volumes from; \"0\" disables it (and copies from other nodes).")
+	fs.StringVar(&o.transferAdvertise, "transfer-advertise-address", "", "The address other nodes dial, host:port; empty derives it: the listen address when it names a host, else $POD_IP with the listen port.")
+	fs.StringVar(&o.transferTokenFile, "transfer-token-file", "/var/run/secrets/thinlvm.io/transfer/token", "The projected token (audience "+thinlvmv1.TransferAudience+") this agent presents to other nodes' transfer endpoints.")
+	fs.StringVar(&o.transferSA, "transfer-service-account", "thinlvm-node", "The node agents' ServiceAccount: only its tokens are served.")
 	klog.InitFlags(fs)
 	ctrl.RegisterFlags(fs) // --kubeconfig
 	_ = fs.Parse(os.Args[1:])
@@ -113,8 +127,18 @@ func run(o options) error {
 		return err
 	}
 	recorder := mgr.GetEventRecorder("thinlvm-node")
+	var copier *transfer.Copier
+	var endpointStatus *thinlvmv1.TransferEndpoint
+	if o.transferAddress != "0" {
+		ep, err := serveTransfer(mgr, o, client, logger)
+		if err != nil {
+			return err
+		}
+		endpointStatus = ep
+		copier = &transfer.Copier{Reader: mgr.GetAPIReader(), TokenFile: o.transferTokenFile}
+	}
 	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, RetryAfter: o.noSpaceRetryAfter,
-		APIReader: mgr.GetAPIReader(), Recorder: recorder, Metrics: reconciler.NewMetrics(ctrlmetrics.Registry)}).SetupWithManager(mgr); err != nil {
+		APIReader: mgr.GetAPIReader(), Recorder: recorder, Metrics: reconciler.NewMetrics(ctrlmetrics.Registry), Copier: copier}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	qemuImg, err := exec.LookPath(o.qemuImg)
@@ -127,7 +151,8 @@ func run(o options) error {
 		RetryAfter: o.goldenRetry, Metrics: golden.NewMetrics(ctrlmetrics.Registry)}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := mgr.Add(&lvmnode.Publisher{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, Interval: o.publishInterval, Recorder: recorder}); err != nil {
+	if err := mgr.Add(&lvmnode.Publisher{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, Interval: o.publishInterval, Recorder: recorder,
+		Transfer: endpointStatus}); err != nil {
 		return err
 	}
 	if err := mgr.Add(csiServer); err != nil {
@@ -135,6 +160,64 @@ func run(o options) error {
 	}
 	logger.Info("thinlvm-node starting", "version", version)
 	return mgr.Start(ctx)
+}
+
+// serveTransfer adds the transfer endpoint to mgr: a new key and
+// certificate, the TLS listener, and the server with its sweep. It returns
+// what the LVMNode publishes of it.
+func serveTransfer(mgr ctrl.Manager, o options, lvmdClient lvmd.Client, logger klog.Logger) (*thinlvmv1.TransferEndpoint, error) {
+	cert, fingerprint, err := transfer.NewCertificate(o.nodeName)
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", o.transferAddress)
+	if err != nil {
+		return nil, fmt.Errorf("transfer endpoint: %w", err)
+	}
+	advertise, err := advertiseAddress(o.transferAdvertise, lis.Addr().String(), os.Getenv("POD_IP"))
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	server := &transfer.Server{Reader: mgr.GetAPIReader(), LVMD: lvmdClient, NodeName: o.nodeName, Log: logger.WithName("transfer"),
+		Auth: &transfer.TokenReviewer{Reviews: cs.AuthenticationV1().TokenReviews(), ServiceAccount: o.transferSA}}
+	if err := mgr.Add(server); err != nil { // its sweep
+		lis.Close()
+		return nil, err
+	}
+	if err := mgr.Add(&endpoint.Server{Listener: lis, Log: logger.WithName("transfer"),
+		Options:  []grpc.ServerOption{grpc.Creds(credentials.NewTLS(transfer.ServerTLS(cert)))},
+		Register: func(s *grpc.Server) { transferpb.RegisterTransferServer(s, server) }}); err != nil {
+		lis.Close()
+		return nil, err
+	}
+	logger.Info("transfer endpoint", "listen", lis.Addr().String(), "advertise", advertise, "certificateSHA256", fingerprint)
+	return &thinlvmv1.TransferEndpoint{Address: advertise, CertificateSHA256: fingerprint}, nil
+}
+
+// advertiseAddress is the transfer endpoint's address for other nodes: the
+// flag's, else the listen address when it names a host, else the pod's IP
+// with the listen port.
+func advertiseAddress(flag, listen, podIP string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("transfer listen address %q: %w", listen, err)
+	}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		return listen, nil
+	}
+	if podIP == "" {
+		return "", fmt.Errorf("the transfer endpoint listens on every address (%s) and $POD_IP is not set: set --transfer-advertise-address", listen)
+	}
+	return net.JoinHostPort(podIP, port), nil
 }
 
 // lvmdMetricsHandler serves lvmd's metrics, which lvmd serves only on a unix

@@ -236,19 +236,19 @@ func ready(lv *thinlvmv1.LogicalVolume) bool {
 // ResourceExhausted makes the provisioner reschedule, Unavailable and
 // DeadlineExceeded count as still in progress.
 var reasonCodes = map[string]codes.Code{
-	thinlvmv1.ReasonNoSpace:           codes.ResourceExhausted,
-	thinlvmv1.ReasonSourceNotFound:    codes.NotFound,
-	thinlvmv1.ReasonSourceOnOtherNode: codes.FailedPrecondition,
-	thinlvmv1.ReasonSourceMismatch:    codes.FailedPrecondition,
-	thinlvmv1.ReasonForeignLV:         codes.FailedPrecondition,
-	thinlvmv1.ReasonInvalidSpec:       codes.InvalidArgument,
-	thinlvmv1.ReasonSizeOutOfRange:    codes.OutOfRange,
-	thinlvmv1.ReasonConflict:          codes.AlreadyExists,
-	thinlvmv1.ReasonBaseFailed:        codes.Unavailable,
-	thinlvmv1.ReasonUnsupported:       codes.Unimplemented,
-	thinlvmv1.ReasonLVMDUnavailable:   codes.Unavailable,
-	thinlvmv1.ReasonLVMTimeout:        codes.DeadlineExceeded,
-	thinlvmv1.ReasonLVMFailed:         codes.Internal,
+	thinlvmv1.ReasonNoSpace:         codes.ResourceExhausted,
+	thinlvmv1.ReasonSourceNotFound:  codes.NotFound,
+	thinlvmv1.ReasonTransferFailed:  codes.Unavailable,
+	thinlvmv1.ReasonSourceMismatch:  codes.FailedPrecondition,
+	thinlvmv1.ReasonForeignLV:       codes.FailedPrecondition,
+	thinlvmv1.ReasonInvalidSpec:     codes.InvalidArgument,
+	thinlvmv1.ReasonSizeOutOfRange:  codes.OutOfRange,
+	thinlvmv1.ReasonConflict:        codes.AlreadyExists,
+	thinlvmv1.ReasonBaseFailed:      codes.Unavailable,
+	thinlvmv1.ReasonUnsupported:     codes.Unimplemented,
+	thinlvmv1.ReasonLVMDUnavailable: codes.Unavailable,
+	thinlvmv1.ReasonLVMTimeout:      codes.DeadlineExceeded,
+	thinlvmv1.ReasonLVMFailed:       codes.Internal,
 }
 
 // codeFor is the code for a Failed condition's reason; Internal for a
@@ -395,7 +395,11 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 			return nil, status.Errorf(codes.Internal, "create LogicalVolume %s: %v", name, err)
 		}
 	}
-	lv, err = s.waitReady(ctx, name, ready, s.claimEvents(ctx, req.GetParameters()))
+	events := s.claimEvents(ctx, req.GetParameters())
+	lv, err = s.waitReady(ctx, name, ready, events)
+	if err == nil {
+		events(lv) // a copy from another node: its end
+	}
 	if err != nil {
 		if status.Code(err) != codes.DeadlineExceeded && lv != nil {
 			// The node refused it (no room, a bad class): leave nothing

@@ -305,10 +305,12 @@ func TestSnapshotsClonesAndSourceNode(t *testing.T) {
 	if nodeOf(restored) != "n1" || restored.GetCapacityBytes() != 3<<30 {
 		t.Errorf("restored %v", restored)
 	}
-	// A requirement that excludes the source's node: the message names it.
+	// The scheduler chose another node: the restore is made there, by a
+	// copy from n1, which the agents here (no transfer endpoint) refuse;
+	// the refused LogicalVolume is deleted.
 	_, err = createVolume(t, "pvc-far", 1<<30, top("n2"), fromSnap)
-	if status.Code(err) != codes.FailedPrecondition || !contains(status.Convert(err).Message(), "n1") {
-		t.Errorf("restore elsewhere: %v, want FailedPrecondition naming n1", err)
+	if status.Code(err) != codes.Unimplemented || !contains(status.Convert(err).Message(), "n1") {
+		t.Errorf("restore elsewhere: %v, want Unimplemented naming n1", err)
 	}
 	clone, err := createVolume(t, "pvc-clone", 1<<30, nil, &csispec.VolumeContentSource{Type: &csispec.VolumeContentSource_Volume{
 		Volume: &csispec.VolumeContentSource_VolumeSource{VolumeId: v.GetVolumeId()}}})

@@ -16,8 +16,9 @@ import (
 // from sourceNode's volume or snapshot or from image (either may be
 // absent).
 //
-// A clone or restore lands on its source's node, and accessibility
-// requirements that exclude it are FailedPrecondition (see onSourceNode).
+// A clone or restore lands where the requirements say (see forCopy): on
+// its source's node it is an O(1) thin snapshot, on another node the node
+// agent copies the data from the source's node.
 //
 // Requirements that name exactly one node are taken as the scheduler's
 // choice. The deployment runs the provisioner with --strict-topology, so
@@ -37,7 +38,9 @@ import (
 func (s *ControllerServer) pickNode(ctx context.Context, ar *csi.TopologyRequirement, class string, want int64, sourceNode string, image *thinlvmv1.GoldenImage) (string, error) {
 	candidates := topologyNodes(ar)
 	if sourceNode != "" {
-		return onSourceNode(sourceNode, candidates)
+		if node, ok := forCopy(sourceNode, candidates); ok {
+			return node, nil
+		}
 	}
 	nodes := &thinlvmv1.LVMNodeList{}
 	if err := s.Client.List(ctx, nodes); err != nil {
@@ -62,14 +65,21 @@ func topologyNodes(ar *csi.TopologyRequirement) []string {
 	return nodes
 }
 
-// onSourceNode places a clone or restore: on its source's node, which the
-// candidates (none means any node) must include, since a thin snapshot
-// lives in its origin's pool.
-func onSourceNode(sourceNode string, candidates []string) (string, error) {
-	if len(candidates) > 0 && !slices.Contains(candidates, sourceNode) {
-		return "", status.Errorf(codes.FailedPrecondition, "the source is on node %s, which the accessibility requirements %v exclude: a clone or restore lands on its source's node", sourceNode, candidates)
+// forCopy places a clone or restore when the requirements decide: one
+// candidate is the scheduler's choice (with WaitForFirstConsumer and
+// --strict-topology), which weighed the source's node first and chose
+// another only for a reason (room, the pod's other constraints), so the
+// copy goes there; otherwise the source's node when the candidates (none
+// means any node) include it. When they exclude it, place ranks the
+// candidates by room, as for any new volume.
+func forCopy(sourceNode string, candidates []string) (string, bool) {
+	switch {
+	case len(candidates) == 1:
+		return candidates[0], true
+	case len(candidates) == 0 || slices.Contains(candidates, sourceNode):
+		return sourceNode, true
 	}
-	return sourceNode, nil
+	return "", false
 }
 
 // place chooses the node of a volume without a source from the LVMNodes,

@@ -113,31 +113,27 @@ func TestPlace(t *testing.T) {
 	}
 }
 
-// A clone or restore goes to its source's node, also under
-// --strict-topology: a requirement naming another node is refused.
-func TestPlaceOnSourceNode(t *testing.T) {
+// A clone or restore goes to the scheduler's choice, else to its source's
+// node when the requirements allow it; otherwise it is placed as any
+// volume is.
+func TestPlaceCopy(t *testing.T) {
 	tests := []struct {
 		name       string
 		candidates []string
-		code       codes.Code
+		node       string
+		decided    bool
 	}{
-		{"no requirements", nil, codes.OK},
-		{"among the candidates", []string{"n2", "n1"}, codes.OK},
-		{"the only candidate", []string{"n1"}, codes.OK},
-		{"excluded by the scheduler's choice", []string{"n2"}, codes.FailedPrecondition},
-		{"excluded", []string{"n2", "n3"}, codes.FailedPrecondition},
+		{"no requirements", nil, "n1", true},
+		{"among the candidates", []string{"n2", "n1"}, "n1", true},
+		{"the scheduler chose the source's node", []string{"n1"}, "n1", true},
+		{"the scheduler chose another node", []string{"n2"}, "n2", true},
+		{"excluded", []string{"n2", "n3"}, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			node, err := onSourceNode("n1", tt.candidates)
-			if status.Code(err) != tt.code {
-				t.Fatalf("onSourceNode: %v, want %v", err, tt.code)
-			}
-			if err != nil && !strings.Contains(status.Convert(err).Message(), "node n1") {
-				t.Errorf("message %q does not name the source's node", status.Convert(err).Message())
-			}
-			if err == nil && node != "n1" {
-				t.Errorf("placed on %s, want n1", node)
+			node, ok := forCopy("n1", tt.candidates)
+			if node != tt.node || ok != tt.decided {
+				t.Fatalf("forCopy = %q, %v; want %q, %v", node, ok, tt.node, tt.decided)
 			}
 		})
 	}

@@ -22,7 +22,7 @@ func TestCodeFor(t *testing.T) {
 	}{
 		{thinlvmv1.ReasonNoSpace, codes.ResourceExhausted},
 		{thinlvmv1.ReasonSourceNotFound, codes.NotFound},
-		{thinlvmv1.ReasonSourceOnOtherNode, codes.FailedPrecondition},
+		{thinlvmv1.ReasonTransferFailed, codes.Unavailable},
 		{thinlvmv1.ReasonSourceMismatch, codes.FailedPrecondition},
 		{thinlvmv1.ReasonForeignLV, codes.FailedPrecondition},
 		{thinlvmv1.ReasonInvalidSpec, codes.InvalidArgument},
@@ -54,7 +54,7 @@ func TestEveryFailureReasonHasACode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notFailures := map[string]bool{thinlvmv1.ReasonCreated: true, thinlvmv1.ReasonSucceeded: true, thinlvmv1.ReasonWaitingForBase: true}
+	notFailures := map[string]bool{thinlvmv1.ReasonCreated: true, thinlvmv1.ReasonSucceeded: true, thinlvmv1.ReasonWaitingForBase: true, thinlvmv1.ReasonCopying: true}
 	n := 0
 	for _, d := range f.Decls {
 		g, ok := d.(*ast.GenDecl)

@@ -270,9 +270,14 @@ type CreateSnapshotRequest struct {
 	SourceName string `protobuf:"bytes,3,opt,name=source_name,json=sourceName,proto3" json:"source_name,omitempty"`
 	// size_bytes is the snapshot's size: 0 means the source's size; a larger
 	// size extends the snapshot; a smaller one is OutOfRange.
-	SizeBytes     uint64   `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
-	ReadOnly      bool     `protobuf:"varint,5,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	Tags          []string `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty"`
+	SizeBytes uint64   `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	ReadOnly  bool     `protobuf:"varint,5,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	Tags      []string `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty"`
+	// transient marks a short-lived read-only snapshot (the point in time a
+	// copy to another node reads): it is not counted against the device
+	// class's overprovision ratio, so a full node can still serve its
+	// volumes' data; the pool's high-water mark still applies.
+	Transient     bool `protobuf:"varint,7,opt,name=transient,proto3" json:"transient,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -347,6 +352,13 @@ func (x *CreateSnapshotRequest) GetTags() []string {
 		return x.Tags
 	}
 	return nil
+}
+
+func (x *CreateSnapshotRequest) GetTransient() bool {
+	if x != nil {
+		return x.Transient
+	}
+	return false
 }
 
 type CreateSnapshotResponse struct {
@@ -1451,7 +1463,7 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"size_bytes\x18\x03 \x01(\x04R\tsizeBytes\x12\x12\n" +
 	"\x04tags\x18\x04 \x03(\tR\x04tags\"J\n" +
 	"\x10CreateLVResponse\x126\n" +
-	"\x06volume\x18\x01 \x01(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\x06volume\"\xbf\x01\n" +
+	"\x06volume\x18\x01 \x01(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\x06volume\"\xdd\x01\n" +
 	"\x15CreateSnapshotRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fdevice_class\x18\x02 \x01(\tR\vdeviceClass\x12\x1f\n" +
@@ -1460,7 +1472,8 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x04 \x01(\x04R\tsizeBytes\x12\x1b\n" +
 	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12\x12\n" +
-	"\x04tags\x18\x06 \x03(\tR\x04tags\"P\n" +
+	"\x04tags\x18\x06 \x03(\tR\x04tags\x12\x1c\n" +
+	"\ttransient\x18\a \x01(\bR\ttransient\"P\n" +
 	"\x16CreateSnapshotResponse\x126\n" +
 	"\x06volume\x18\x01 \x01(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\x06volume\"g\n" +
 	"\x0fResizeLVRequest\x12\x12\n" +

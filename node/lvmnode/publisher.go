@@ -37,6 +37,8 @@ type Publisher struct {
 	// over or back under its high-water mark, and when it becomes unhealthy
 	// or recovers.
 	Recorder events.EventRecorder
+	// Transfer, when set, is published as the node's transfer endpoint.
+	Transfer *thinlvmv1.TransferEndpoint
 
 	mu     sync.Mutex
 	writes int
@@ -139,12 +141,13 @@ func (p *Publisher) publish(ctx context.Context, resp *pb.GetCapacityResponse) e
 		return err
 	}
 	classes := DeviceClasses(resp)
-	if equality.Semantic.DeepEqual(ln.Status.DeviceClasses, classes) {
+	if equality.Semantic.DeepEqual(ln.Status.DeviceClasses, classes) && equality.Semantic.DeepEqual(ln.Status.Transfer, p.Transfer) {
 		return nil
 	}
 	before := ln.DeepCopy()
 	patch := client.MergeFrom(before)
 	ln.Status.DeviceClasses = classes
+	ln.Status.Transfer = p.Transfer
 	now := metav1.Now()
 	ln.Status.UpdateTime = &now
 	if err := p.Client.Status().Patch(ctx, ln, patch); err != nil {

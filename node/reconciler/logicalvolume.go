@@ -20,16 +20,20 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/lvmd"
+	"github.com/thinlvm/thinlvm/node/transfer"
 )
 
 // Finalizer keeps a LogicalVolume until its node's agent removed the LV.
@@ -55,6 +59,15 @@ type LogicalVolumeReconciler struct {
 	Recorder events.EventRecorder
 	// Metrics, when set, counts the orphan LVs removed.
 	Metrics *Metrics
+	// Copier, when set, makes clones and restores of volumes of other nodes
+	// by copying their data from there; without it they are refused.
+	Copier *transfer.Copier
+	// CopyPoll is how often the status of a running copy is updated;
+	// default two seconds.
+	CopyPoll time.Duration
+
+	copies  copies
+	wakeups chan event.GenericEvent
 
 	// sweeping is held by the sweep while it removes an orphan LV, and
 	// shared by every reconcile.
@@ -83,11 +96,34 @@ func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return ok && lv.Spec.NodeName == r.NodeName
 	})
 	thisNode := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.NodeName })
+	r.wakeups = make(chan event.GenericEvent, 64)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("logicalvolume").
 		For(&thinlvmv1.LogicalVolume{}, builder.WithPredicates(onNode)).
 		Watches(&thinlvmv1.LVMNode{}, handler.EnqueueRequestsFromMapFunc(r.waitingForBase), builder.WithPredicates(thisNode)).
+		WatchesRawSource(source.Channel(r.wakeups, &handler.EnqueueRequestForObject{})).
+		// A copy from another node runs in the background: reconciles of
+		// other volumes go on beside the ones that poll it.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
+}
+
+// wake reconciles the LogicalVolume name soon: its copy ended.
+func (r *LogicalVolumeReconciler) wake(name string) {
+	if r.wakeups == nil {
+		return
+	}
+	select {
+	case r.wakeups <- event.GenericEvent{Object: &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
+	default: // the poll finds it
+	}
+}
+
+func (r *LogicalVolumeReconciler) copyPoll() time.Duration {
+	if r.CopyPoll > 0 {
+		return r.CopyPoll
+	}
+	return 2 * time.Second
 }
 
 // waitingForBase lists this node's LogicalVolumes that wait for a golden
@@ -144,6 +180,10 @@ func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		// the requeue is a safety net only.
 		return ctrl.Result{RequeueAfter: r.retryAfter()}, r.setWaiting(ctx, lv, wait.Error())
 	}
+	var cp *copying
+	if errors.As(err, &cp) {
+		return ctrl.Result{RequeueAfter: r.copyPoll()}, r.setCopying(ctx, lv, cp)
+	}
 	if err != nil {
 		reason := reasonOf(err)
 		logger.Info("logical volume failed", "lv", thinlvmv1.LVName(lv), "reason", reason, "error", status.Convert(err).Message())
@@ -152,10 +192,10 @@ func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 		switch reason {
 		case thinlvmv1.ReasonInvalidSpec, thinlvmv1.ReasonConflict, thinlvmv1.ReasonSizeOutOfRange,
-			thinlvmv1.ReasonSourceOnOtherNode, thinlvmv1.ReasonSourceMismatch, thinlvmv1.ReasonForeignLV, thinlvmv1.ReasonUnsupported:
+			thinlvmv1.ReasonSourceMismatch, thinlvmv1.ReasonForeignLV, thinlvmv1.ReasonUnsupported:
 			// The spec must change first: the update will requeue it.
 			return ctrl.Result{}, nil
-		case thinlvmv1.ReasonNoSpace, thinlvmv1.ReasonSourceNotFound:
+		case thinlvmv1.ReasonNoSpace, thinlvmv1.ReasonSourceNotFound, thinlvmv1.ReasonTransferFailed:
 			return ctrl.Result{RequeueAfter: r.retryAfter()}, nil
 		}
 		return ctrl.Result{}, err
@@ -186,6 +226,13 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.Logi
 			// ("snapshot-x" and "tl-snapshot-x"): the first keeps it.
 			return nil, refuse(thinlvmv1.ReasonConflict, "LV %s belongs to another LogicalVolume (tags %v)", name, vol.GetTags())
 		}
+		if incomplete(vol) || r.copies.get(lv.Name) != nil {
+			// A copy from another node made it: running, ended, or
+			// interrupted by a restart of this agent.
+			if vol, err = r.copyFrom(ctx, lv, vol); err != nil {
+				return nil, err
+			}
+		}
 	case status.Code(err) != codes.NotFound:
 		return nil, err
 	case lv.Spec.Source == nil:
@@ -196,6 +243,13 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.Logi
 		vol = resp.GetVolume()
 	default:
 		source, err := r.sourceLV(ctx, lv)
+		var remote *onOtherNode
+		if errors.As(err, &remote) {
+			if vol, err = r.copyFrom(ctx, lv, nil); err != nil {
+				return nil, err
+			}
+			break
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -324,11 +378,11 @@ func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.Lo
 		}
 		return "", err
 	}
-	if from.Spec.NodeName != lv.Spec.NodeName {
-		return "", refuse(thinlvmv1.ReasonSourceOnOtherNode, "source LogicalVolume %s is on node %s, not %s", src.Name, from.Spec.NodeName, lv.Spec.NodeName)
-	}
 	if from.Spec.DeviceClass != lv.Spec.DeviceClass {
 		return "", refuse(thinlvmv1.ReasonSourceMismatch, "source LogicalVolume %s is in device class %q, not %q", src.Name, from.Spec.DeviceClass, lv.Spec.DeviceClass)
+	}
+	if from.Spec.NodeName != lv.Spec.NodeName {
+		return "", &onOtherNode{from}
 	}
 	// The source LV is found by the source object's identity (its name
 	// and the owner tag its agent put on the LV), never by a status field
@@ -345,6 +399,28 @@ func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.Lo
 		return "", refuse(thinlvmv1.ReasonSourceMismatch, "LV %s is not the LV of source LogicalVolume %s (tags %v)", name, src.Name, got.GetVolume().GetTags())
 	}
 	return name, nil
+}
+
+// onOtherNode is sourceLV's answer for a source on another node: the
+// volume is made by copying its data from there (copyFrom).
+type onOtherNode struct{ from *thinlvmv1.LogicalVolume }
+
+func (e *onOtherNode) Error() string {
+	return fmt.Sprintf("source LogicalVolume %s is on node %s", e.from.Name, e.from.Spec.NodeName)
+}
+
+// remoteSource is the source LogicalVolume on another node that lv's LV is
+// being copied from.
+func (r *LogicalVolumeReconciler) remoteSource(ctx context.Context, lv *thinlvmv1.LogicalVolume) (*thinlvmv1.LogicalVolume, error) {
+	_, err := r.sourceLV(ctx, lv)
+	var remote *onOtherNode
+	if errors.As(err, &remote) {
+		return remote.from, nil
+	}
+	if err == nil {
+		err = refuse(thinlvmv1.ReasonConflict, "LV %s is marked %q but its source is on this node", thinlvmv1.LVName(lv), thinlvmv1.IncompleteTag)
+	}
+	return nil, err
 }
 
 // ownedBy tells whether vol is the LV of lv: its agent tags every LV it
@@ -382,6 +458,20 @@ func (r *LogicalVolumeReconciler) setStatus(ctx context.Context, lv *thinlvmv1.L
 	return r.patchStatus(ctx, old, lv)
 }
 
+// setCopying reports a LogicalVolume whose data is being copied from its
+// source's node: not Ready, not Failed, with the copy's progress.
+func (r *LogicalVolumeReconciler) setCopying(ctx context.Context, lv *thinlvmv1.LogicalVolume, cp *copying) error {
+	old := lv.DeepCopy()
+	st := &lv.Status
+	st.ObservedGeneration = lv.Generation
+	st.Transfer = cp.st.DeepCopy()
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: thinlvmv1.ReasonCopying, Message: cp.Error(), ObservedGeneration: lv.Generation})
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionFailed, Status: metav1.ConditionFalse,
+		Reason: thinlvmv1.ReasonCopying, ObservedGeneration: lv.Generation})
+	return r.patchStatus(ctx, old, lv)
+}
+
 // setWaiting reports a LogicalVolume waiting for its golden base: not
 // Ready, and not Failed either, so the controller keeps waiting.
 func (r *LogicalVolumeReconciler) setWaiting(ctx context.Context, lv *thinlvmv1.LogicalVolume, msg string) error {
@@ -412,6 +502,8 @@ func (r *LogicalVolumeReconciler) finalize(ctx context.Context, lv *thinlvmv1.Lo
 	if !controllerutil.ContainsFinalizer(lv, Finalizer) {
 		return nil
 	}
+	// A copy into it ends first (and removes its LV).
+	r.copies.stop(lv.Name)
 	// Only this object's own LV goes: an LV of that name made for another
 	// LogicalVolume stays (see ownedBy), as if this one had none.
 	name := thinlvmv1.LVName(lv)

@@ -356,7 +356,8 @@ func TestSnapshotSourceAndRestart(t *testing.T) {
 		t.Errorf("restart made %d more LVs", again-creates)
 	}
 
-	// A source on another node cannot be used.
+	// A source on another node cannot be used by an agent that copies from
+	// no other node.
 	far := newLV("pvc-far", node, "1Gi")
 	far.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: "pvc-elsewhere-src"}
 	other := newLV("pvc-elsewhere-src", "another-node", "1Gi")
@@ -366,9 +367,9 @@ func TestSnapshotSourceAndRestart(t *testing.T) {
 	if err := k8sClient.Create(ctx, far); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "SourceOnOtherNode", func() bool {
+	eventually(t, "Unsupported: no transfer endpoint", func() bool {
 		c := meta.FindStatusCondition(get(t, "pvc-far").Status.Conditions, thinlvmv1.ConditionFailed)
-		return c != nil && c.Reason == thinlvmv1.ReasonSourceOnOtherNode
+		return c != nil && c.Reason == thinlvmv1.ReasonUnsupported
 	})
 	for _, name := range []string{"pvc-far", "pvc-clone", "snapshot-1234", "pvc-origin", "pvc-elsewhere-src"} {
 		if err := k8sClient.Delete(ctx, get(t, name)); err != nil {

@@ -33,7 +33,7 @@ func TestReasonOf(t *testing.T) {
 		{"lvm failed", status.Error(codes.Internal, "exit status 5"), thinlvmv1.ReasonLVMFailed},
 		{"plain error", errors.New("api server: etcd leader changed"), thinlvmv1.ReasonLVMFailed},
 		{"wrapped lvmd code", fmt.Errorf("create: %w", status.Error(codes.ResourceExhausted, "full")), thinlvmv1.ReasonNoSpace},
-		{"own refusal", refuse(thinlvmv1.ReasonSourceOnOtherNode, "source on n2"), thinlvmv1.ReasonSourceOnOtherNode},
+		{"own refusal", refuse(thinlvmv1.ReasonTransferFailed, "node n2 unreachable"), thinlvmv1.ReasonTransferFailed},
 		{"wrapped refusal", fmt.Errorf("source: %w", refuse(thinlvmv1.ReasonBaseFailed, "sha256 mismatch")), thinlvmv1.ReasonBaseFailed},
 	}
 	for _, tt := range tests {

@@ -17,6 +17,8 @@ type Server struct {
 	// Register adds the services.
 	Register func(*grpc.Server)
 	Log      logr.Logger
+	// Options are extra server options, e.g. TLS credentials.
+	Options []grpc.ServerOption
 }
 
 // logCall logs a call: failures at the default verbosity (an operator
@@ -45,7 +47,7 @@ type volumeIDOf interface{ GetVolumeId() string }
 
 // Start serves until ctx ends, logging each call with logCall.
 func (s *Server) Start(ctx context.Context) error {
-	gs := grpc.NewServer(grpc.UnaryInterceptor(s.logCall))
+	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.UnaryInterceptor(s.logCall)}, s.Options...)...)
 	s.Register(gs)
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(s.Listener) }()

@@ -1,0 +1,278 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/transfer"
+)
+
+// copying is the state of a LogicalVolume whose data is being copied from
+// its source's node: not Ready, not Failed.
+type copying struct{ st thinlvmv1.TransferStatus }
+
+func (c *copying) Error() string {
+	msg := fmt.Sprintf("copying the data of the source from node %s", c.st.SourceNode)
+	if c.st.BytesTotal > 0 {
+		msg += fmt.Sprintf(": %d of %d bytes (%d%%)", c.st.BytesDone, c.st.BytesTotal, c.st.BytesDone*100/c.st.BytesTotal)
+	}
+	return msg
+}
+
+// copyJob is one running copy into one LogicalVolume's LV.
+type copyJob struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // set before done closes
+
+	mu      sync.Mutex
+	st      thinlvmv1.TransferStatus
+	session *transfer.Session
+}
+
+func (j *copyJob) status() thinlvmv1.TransferStatus {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	st := *j.st.DeepCopy()
+	if s := j.session; s != nil {
+		p := s.Progress()
+		st.BytesDone, st.BytesTotal, st.BytesSent = p.Done, p.Total, p.Sent
+		if secs := time.Since(p.Start).Seconds(); secs > 0 && !p.Start.IsZero() {
+			st.BytesPerSecond = int64(float64(p.Done) / secs)
+		}
+	}
+	return st
+}
+
+// copies are the running copies of a reconciler, by LogicalVolume name.
+type copies struct {
+	mu   sync.Mutex
+	jobs map[string]*copyJob
+}
+
+func (c *copies) get(name string) *copyJob {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.jobs[name]
+}
+
+func (c *copies) put(name string, j *copyJob) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.jobs == nil {
+		c.jobs = map[string]*copyJob{}
+	}
+	c.jobs[name] = j
+}
+
+func (c *copies) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.jobs, name)
+}
+
+// stop cancels the copy into name, if any, and waits until it ended (and
+// removed its half-filled LV).
+func (c *copies) stop(name string) {
+	j := c.get(name)
+	if j == nil {
+		return
+	}
+	j.cancel()
+	<-j.done
+	c.forget(name)
+}
+
+// incomplete tells whether vol is still being filled by a copy.
+func incomplete(vol *pb.LogicalVolume) bool {
+	return slices.Contains(vol.GetTags(), thinlvmv1.IncompleteTag)
+}
+
+// copyFrom makes lv's LV as a copy of from, a LogicalVolume of another
+// node. The copy runs in the background: copyFrom starts it and reports
+// *copying until it ended; then it returns the LV, or the copy's failure
+// (TransferFailed) after which the next reconcile starts over. An
+// incomplete LV found with no copy running (this agent restarted in the
+// middle of one) is removed first: a copy starts over from its start.
+func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.LogicalVolume, found *pb.LogicalVolume) (*pb.LogicalVolume, error) {
+	name := thinlvmv1.LVName(lv)
+	if j := r.copies.get(lv.Name); j != nil {
+		select {
+		case <-j.done:
+		default:
+			return nil, &copying{j.status()}
+		}
+		r.copies.forget(lv.Name)
+		old := lv.DeepCopy()
+		lv.Status.Transfer = new(j.status())
+		if err := r.patchStatus(ctx, old, lv); err != nil {
+			return nil, err
+		}
+		if j.err != nil {
+			return nil, refuse(thinlvmv1.ReasonTransferFailed, "copy from node %s: %v", j.st.SourceNode, j.err)
+		}
+		got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass})
+		if err != nil {
+			return nil, err
+		}
+		return got.GetVolume(), nil
+	}
+	if found != nil && !incomplete(found) {
+		return found, nil
+	}
+	from, err := r.remoteSource(ctx, lv)
+	if err != nil {
+		return nil, err
+	}
+	if r.Copier == nil {
+		return nil, refuse(thinlvmv1.ReasonUnsupported, "source LogicalVolume %s is on node %s and this agent copies from no other node (no transfer endpoint configured)", from.Name, from.Spec.NodeName)
+	}
+	if found != nil {
+		log.FromContext(ctx).Info("removing the LV of an interrupted copy", "lv", name)
+		if _, err := r.LVMD.RemoveLV(ctx, &pb.RemoveLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass}); err != nil {
+			return nil, err
+		}
+	}
+	attempts := int32(1)
+	if t := lv.Status.Transfer; t != nil {
+		attempts = t.Attempts + 1
+	}
+	jctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	j := &copyJob{cancel: cancel, done: make(chan struct{}),
+		st: thinlvmv1.TransferStatus{SourceNode: from.Spec.NodeName, Attempts: attempts, StartTime: new(metav1.Now())}}
+	r.copies.put(lv.Name, j)
+	go func() {
+		defer close(j.done)
+		defer cancel()
+		j.err = r.runCopy(jctx, lv.DeepCopy(), from, j)
+		if j.err != nil {
+			log.FromContext(jctx).Info("copy failed", "lv", name, "source", from.Name, "node", from.Spec.NodeName, "error", j.err.Error())
+		}
+		r.wake(lv.Name)
+	}()
+	return nil, &copying{j.status()}
+}
+
+// runCopy is a copy job: it opens the copy on the source's node, makes the
+// LV (a snapshot of the local base the source descends from when this node
+// holds the same one, else an empty thin LV), fills it, and marks it
+// complete. On failure it removes the LV: nothing half-made is left.
+func (r *LogicalVolumeReconciler) runCopy(ctx context.Context, lv, from *thinlvmv1.LogicalVolume, j *copyJob) (err error) {
+	logger := log.FromContext(ctx).WithValues("lv", lv.Name, "source", from.Name, "sourceNode", from.Spec.NodeName)
+	sess, open, err := r.Copier.Open(ctx, from.Spec.NodeName, lv.Name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if cerr := sess.Close(cctx); cerr != nil {
+			logger.Info("close the copy on the source's node (its sweep removes the snapshot)", "error", cerr.Error())
+		}
+	}()
+	name := thinlvmv1.LVName(lv)
+	size := uint64(lv.Spec.Size.Value())
+	if open.GetSizeBytes() > size {
+		return fmt.Errorf("the source is %d bytes, more than the volume's %d", open.GetSizeBytes(), size)
+	}
+	tags := []string{OwnerTagPrefix + lv.Name, thinlvmv1.IncompleteTag}
+	base, err := r.sharedBase(ctx, lv, open.GetBase())
+	if err != nil {
+		return err
+	}
+	mode := thinlvmv1.TransferMapped
+	var vol *pb.LogicalVolume
+	if base != nil {
+		mode = thinlvmv1.TransferDelta
+		resp, err := r.LVMD.CreateSnapshot(ctx, &pb.CreateSnapshotRequest{Name: name, DeviceClass: lv.Spec.DeviceClass,
+			SourceName: base.GetName(), SizeBytes: size, Tags: tags})
+		if err != nil {
+			return err
+		}
+		vol = resp.GetVolume()
+	} else {
+		resp, err := r.LVMD.CreateLV(ctx, &pb.CreateLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass, SizeBytes: size, Tags: tags})
+		if err != nil {
+			return err
+		}
+		vol = resp.GetVolume()
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if _, rerr := r.LVMD.RemoveLV(rctx, &pb.RemoveLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass}); rerr != nil && status.Code(rerr) != codes.NotFound {
+			err = errors.Join(err, fmt.Errorf("remove the half-filled LV %s: %w", name, rerr))
+		}
+	}()
+	j.mu.Lock()
+	j.st.Mode = mode
+	if base != nil {
+		j.st.Base = open.GetBase().GetGoldenImage()
+	}
+	j.session = sess
+	j.mu.Unlock()
+	logger.Info("copy started", "mode", mode, "bytes", open.GetSizeBytes())
+	if err := sess.CopyTo(ctx, vol.GetDevicePath(), base != nil); err != nil {
+		return err
+	}
+	if _, err := r.LVMD.ChangeLV(ctx, &pb.ChangeLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass, DelTags: []string{thinlvmv1.IncompleteTag}}); err != nil {
+		return fmt.Errorf("mark the LV complete: %w", err)
+	}
+	j.mu.Lock()
+	j.st.CompletionTime = new(metav1.Now())
+	j.mu.Unlock()
+	st := j.status()
+	logger.Info("copy done", "mode", mode, "bytes", st.BytesDone, "sent", st.BytesSent, "bytesPerSecond", st.BytesPerSecond)
+	return nil
+}
+
+// sharedBase is this node's base of the GoldenImage b names, when it holds
+// one of the same UID and sha256, sealed (Ready) in the volume's device
+// class; nil otherwise.
+func (r *LogicalVolumeReconciler) sharedBase(ctx context.Context, lv *thinlvmv1.LogicalVolume, b interface {
+	GetGoldenImage() string
+	GetUid() string
+	GetSha256() string
+}) (*pb.LogicalVolume, error) {
+	if b == nil || b.GetGoldenImage() == "" {
+		return nil, nil
+	}
+	gi := &thinlvmv1.GoldenImage{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: b.GetGoldenImage()}, gi); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	sha := ""
+	if h := gi.Spec.Source.HTTP; h != nil {
+		sha = h.SHA256
+	}
+	if string(gi.UID) != b.GetUid() || sha != b.GetSha256() || gi.Spec.DeviceClass != lv.Spec.DeviceClass {
+		return nil, nil
+	}
+	got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: thinlvmv1.BaseLVName(gi), DeviceClass: lv.Spec.DeviceClass})
+	if status.Code(err) == codes.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !got.GetVolume().GetReadOnly() { // not sealed yet: still populating
+		return nil, nil
+	}
+	return got.GetVolume(), nil
+}

@@ -1,0 +1,388 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/klauspost/compress/zstd"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	lvmdpb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/lvmd"
+	pb "github.com/thinlvm/thinlvm/node/transfer/proto"
+)
+
+// ChunkSize is the most data one Chunk carries.
+const ChunkSize = 1 << 20
+
+// ownerTagPrefix is the lvm tag prefix naming an LV's LogicalVolume (the
+// node agent's reconciler tags every LV it makes with it).
+const ownerTagPrefix = "lv:"
+
+// castagnoli is the CRC-32C table of the chunks' checksums.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Server serves the data of this node's volumes to the agents of the nodes
+// where their clones and restores are made.
+type Server struct {
+	pb.UnimplementedTransferServer
+	// Reader reads LogicalVolumes and GoldenImages; read past any cache,
+	// since a target may have been made a moment ago.
+	Reader   client.Reader
+	LVMD     lvmd.Client
+	NodeName string
+	Auth     Authenticator
+	Log      logr.Logger
+	// SweepInterval is how often snapshots whose copy ended are removed;
+	// default one minute.
+	SweepInterval time.Duration
+}
+
+var _ pb.TransferServer = (*Server)(nil)
+
+// grant is what an authorized call may read: the target being made on the
+// caller's node, and its source here.
+type grant struct {
+	caller         string
+	target, source *thinlvmv1.LogicalVolume
+}
+
+// authorize authenticates the call's token and checks that target is a
+// LogicalVolume of the caller's node whose source is a LogicalVolume of
+// this node. Nothing else is ever served.
+func (s *Server) authorize(ctx context.Context, target string) (*grant, error) {
+	if target == "" {
+		return nil, status.Error(codes.InvalidArgument, "target is required")
+	}
+	var token string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get("authorization"); len(v) == 1 {
+			token, _ = strings.CutPrefix(v[0], "Bearer ")
+		}
+	}
+	if token == "" {
+		return nil, status.Error(codes.Unauthenticated, "no bearer token")
+	}
+	caller, err := s.Auth.Authenticate(ctx, token)
+	var aerr *authError
+	if errors.As(err, &aerr) {
+		return nil, status.Error(codes.Unauthenticated, aerr.Error())
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "%v", err)
+	}
+	g := &grant{caller: caller, target: &thinlvmv1.LogicalVolume{}}
+	if err := s.Reader.Get(ctx, types.NamespacedName{Name: target}, g.target); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, status.Errorf(codes.NotFound, "LogicalVolume %s not found", target)
+		}
+		return nil, status.Errorf(codes.Unavailable, "get LogicalVolume %s: %v", target, err)
+	}
+	if g.target.Spec.NodeName != caller {
+		return nil, status.Errorf(codes.PermissionDenied, "LogicalVolume %s is made on node %s, not on the caller's node %s", target, g.target.Spec.NodeName, caller)
+	}
+	src := g.target.Spec.Source
+	if src == nil || (src.Kind != thinlvmv1.SourceVolume && src.Kind != thinlvmv1.SourceSnapshot) {
+		return nil, status.Errorf(codes.PermissionDenied, "LogicalVolume %s is not a clone or restore", target)
+	}
+	g.source = &thinlvmv1.LogicalVolume{}
+	if err := s.Reader.Get(ctx, types.NamespacedName{Name: src.Name}, g.source); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, status.Errorf(codes.NotFound, "source LogicalVolume %s not found", src.Name)
+		}
+		return nil, status.Errorf(codes.Unavailable, "get LogicalVolume %s: %v", src.Name, err)
+	}
+	if g.source.Spec.NodeName != s.NodeName {
+		return nil, status.Errorf(codes.PermissionDenied, "source LogicalVolume %s is on node %s, not on %s", src.Name, g.source.Spec.NodeName, s.NodeName)
+	}
+	if (g.source.Spec.Role == thinlvmv1.RoleSnapshot) != (src.Kind == thinlvmv1.SourceSnapshot) {
+		return nil, status.Errorf(codes.PermissionDenied, "source LogicalVolume %s is not a %s", src.Name, src.Kind)
+	}
+	return g, nil
+}
+
+// snapshot is the point-in-time snapshot of g's source, made on the first
+// Open: by name, so that every later call (and a restarted server) finds it.
+func (s *Server) snapshot(ctx context.Context, g *grant, create bool) (*lvmdpb.LogicalVolume, error) {
+	name := thinlvmv1.TransferLVName(g.target.Name)
+	class := g.source.Spec.DeviceClass
+	got, err := s.LVMD.GetLV(ctx, &lvmdpb.GetLVRequest{Name: name, DeviceClass: class})
+	if err == nil {
+		if !slices.Contains(got.GetVolume().GetTags(), thinlvmv1.TransferTagPrefix+g.target.Name) {
+			return nil, status.Errorf(codes.FailedPrecondition, "LV %s is not the transfer snapshot of %s", name, g.target.Name)
+		}
+		return got.GetVolume(), nil
+	}
+	if status.Code(err) != codes.NotFound {
+		return nil, err
+	}
+	if !create {
+		return nil, status.Errorf(codes.FailedPrecondition, "the copy of %s is not open (or its snapshot was removed): Open it again", g.target.Name)
+	}
+	if !g.target.DeletionTimestamp.IsZero() || meta.IsStatusConditionTrue(g.target.Status.Conditions, thinlvmv1.ConditionReady) {
+		return nil, status.Errorf(codes.FailedPrecondition, "LogicalVolume %s is deleted or made already", g.target.Name)
+	}
+	// The source's LV is found by its object's identity (name and owner
+	// tag), as the reconciler finds it.
+	srcLV := thinlvmv1.LVName(g.source)
+	sl, err := s.LVMD.GetLV(ctx, &lvmdpb.GetLVRequest{Name: srcLV, DeviceClass: class})
+	if status.Code(err) == codes.NotFound {
+		return nil, status.Errorf(codes.NotFound, "the LV of source LogicalVolume %s is not made yet", g.source.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(sl.GetVolume().GetTags(), ownerTagPrefix+g.source.Name) {
+		return nil, status.Errorf(codes.FailedPrecondition, "LV %s is not the LV of source LogicalVolume %s", srcLV, g.source.Name)
+	}
+	resp, err := s.LVMD.CreateSnapshot(ctx, &lvmdpb.CreateSnapshotRequest{Name: name, DeviceClass: class, SourceName: srcLV,
+		ReadOnly: true, Transient: true, Tags: []string{thinlvmv1.TransferTagPrefix + g.target.Name}})
+	if err != nil {
+		return nil, err
+	}
+	s.Log.Info("transfer snapshot made", "snapshot", name, "source", g.source.Name, "target", g.target.Name, "caller", g.caller)
+	return resp.GetVolume(), nil
+}
+
+// base finds the golden base vol descends from: up its chain of origins
+// to the LV that carries a base tag, whose GoldenImage still exists with
+// that LV's UID. Nil when there is none.
+func (s *Server) base(ctx context.Context, vol *lvmdpb.LogicalVolume) (*lvmdpb.LogicalVolume, *thinlvmv1.GoldenImage, error) {
+	cur := vol
+	for range 64 {
+		for _, t := range cur.GetTags() {
+			name, ok := strings.CutPrefix(t, thinlvmv1.BaseTagPrefix)
+			if !ok {
+				continue
+			}
+			gi := &thinlvmv1.GoldenImage{}
+			if err := s.Reader.Get(ctx, types.NamespacedName{Name: name}, gi); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil, nil, nil
+				}
+				return nil, nil, status.Errorf(codes.Unavailable, "get GoldenImage %s: %v", name, err)
+			}
+			if thinlvmv1.BaseLVName(gi) != cur.GetName() {
+				return nil, nil, nil // the GoldenImage was made again: another base
+			}
+			return cur, gi, nil
+		}
+		if cur.GetOrigin() == "" {
+			return nil, nil, nil
+		}
+		got, err := s.LVMD.GetLV(ctx, &lvmdpb.GetLVRequest{Name: cur.GetOrigin(), DeviceClass: cur.GetDeviceClass()})
+		if status.Code(err) == codes.NotFound {
+			return nil, nil, nil // an origin removed since: no base
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		cur = got.GetVolume()
+	}
+	return nil, nil, nil
+}
+
+// Open implements pb.TransferServer.
+func (s *Server) Open(ctx context.Context, req *pb.OpenRequest) (*pb.OpenResponse, error) {
+	g, err := s.authorize(ctx, req.GetTarget())
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.snapshot(ctx, g, true)
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.OpenResponse{SizeBytes: snap.GetSizeBytes()}
+	_, gi, err := s.base(ctx, snap)
+	if err != nil {
+		return nil, err
+	}
+	if gi != nil {
+		resp.Base = &pb.Base{GoldenImage: gi.Name, Uid: string(gi.UID), Sha256: imageSHA256(gi)}
+	}
+	return resp, nil
+}
+
+// imageSHA256 is the checksum a GoldenImage's base was verified against.
+func imageSHA256(gi *thinlvmv1.GoldenImage) string {
+	if h := gi.Spec.Source.HTTP; h != nil {
+		return h.SHA256
+	}
+	return ""
+}
+
+// Read implements pb.TransferServer.
+func (s *Server) Read(req *pb.ReadRequest, stream pb.Transfer_ReadServer) error {
+	ctx := stream.Context()
+	g, err := s.authorize(ctx, req.GetTarget())
+	if err != nil {
+		return err
+	}
+	snap, err := s.snapshot(ctx, g, false)
+	if err != nil {
+		return err
+	}
+	delta := &lvmdpb.GetThinDeltaRequest{Name: snap.GetName(), DeviceClass: snap.GetDeviceClass()}
+	if req.GetAgainstBase() {
+		base, _, err := s.base(ctx, snap)
+		if err != nil {
+			return err
+		}
+		if base == nil {
+			return status.Errorf(codes.FailedPrecondition, "the source of %s descends from no golden base any more", g.target.Name)
+		}
+		delta.BaseName = base.GetName()
+	}
+	ranges, err := s.LVMD.GetThinDelta(ctx, delta)
+	if err != nil {
+		return err
+	}
+	plan := &pb.Plan{Ranges: uint32(len(ranges.GetRanges()))}
+	from := req.GetFromOffset()
+	for _, r := range ranges.GetRanges() {
+		plan.TotalBytes += r.GetLengthBytes()
+		end := r.GetOffsetBytes() + r.GetLengthBytes()
+		plan.DoneBytes += min(end, max(from, r.GetOffsetBytes())) - r.GetOffsetBytes()
+	}
+	if err := stream.Send(&pb.ReadResponse{Msg: &pb.ReadResponse_Plan{Plan: plan}}); err != nil {
+		return err
+	}
+	dev, err := os.Open(snap.GetDevicePath())
+	if err != nil {
+		return status.Errorf(codes.Internal, "open %s: %v", snap.GetDevicePath(), err)
+	}
+	defer dev.Close()
+	var enc *zstd.Encoder
+	if req.GetCompression() == pb.Compression_COMPRESSION_ZSTD {
+		if enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)); err != nil {
+			return status.Errorf(codes.Internal, "zstd: %v", err)
+		}
+		defer enc.Close()
+	}
+	buf := make([]byte, ChunkSize)
+	var out []byte
+	for _, r := range ranges.GetRanges() {
+		off, end := max(r.GetOffsetBytes(), from), r.GetOffsetBytes()+r.GetLengthBytes()
+		for ; off < end; off += min(ChunkSize, end-off) {
+			n := min(ChunkSize, end-off)
+			c := &pb.Chunk{Offset: off, Length: n, Zero: r.GetZero()}
+			if !r.GetZero() {
+				if _, err := dev.ReadAt(buf[:n], int64(off)); err != nil && !errors.Is(err, io.EOF) {
+					return status.Errorf(codes.Internal, "read %s at %d: %v", snap.GetDevicePath(), off, err)
+				}
+				c.Crc32C = crc32.Checksum(buf[:n], castagnoli)
+				c.Data = buf[:n]
+				if enc != nil {
+					out = enc.EncodeAll(buf[:n], out[:0])
+					c.Data = out
+				}
+			}
+			if err := stream.Send(&pb.ReadResponse{Msg: &pb.ReadResponse_Chunk{Chunk: c}}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close implements pb.TransferServer.
+func (s *Server) Close(ctx context.Context, req *pb.CloseRequest) (*pb.CloseResponse, error) {
+	g, err := s.authorize(ctx, req.GetTarget())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.removeSnapshot(ctx, g.target.Name, g.source.Spec.DeviceClass); err != nil {
+		return nil, err
+	}
+	return &pb.CloseResponse{}, nil
+}
+
+func (s *Server) removeSnapshot(ctx context.Context, target, class string) error {
+	name := thinlvmv1.TransferLVName(target)
+	got, err := s.LVMD.GetLV(ctx, &lvmdpb.GetLVRequest{Name: name, DeviceClass: class})
+	if status.Code(err) == codes.NotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(got.GetVolume().GetTags(), thinlvmv1.TransferTagPrefix+target) {
+		return nil
+	}
+	if _, err := s.LVMD.RemoveLV(ctx, &lvmdpb.RemoveLVRequest{Name: name, DeviceClass: class}); err != nil && status.Code(err) != codes.NotFound {
+		return err
+	}
+	s.Log.Info("transfer snapshot removed", "snapshot", name, "target", target)
+	return nil
+}
+
+// Start runs the sweep of transfer snapshots whose copy ended (target
+// deleted, or Ready) until ctx ends: a target agent that died, or a Close
+// that never came, leaves nothing behind. It makes the Server a
+// controller-runtime Runnable.
+func (s *Server) Start(ctx context.Context) error {
+	every := s.SweepInterval
+	if every <= 0 {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := s.sweep(ctx); err != nil && ctx.Err() == nil {
+			s.Log.Error(err, "sweep transfer snapshots")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// NeedLeaderElection is false: every node sweeps its own snapshots.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+func (s *Server) sweep(ctx context.Context) error {
+	list, err := s.LVMD.ListLVs(ctx, &lvmdpb.ListLVsRequest{})
+	if err != nil {
+		return fmt.Errorf("list LVs: %w", err)
+	}
+	var errs []error
+	for _, v := range list.GetVolumes() {
+		for _, t := range v.GetTags() {
+			target, ok := strings.CutPrefix(t, thinlvmv1.TransferTagPrefix)
+			if !ok || v.GetName() != thinlvmv1.TransferLVName(target) {
+				continue
+			}
+			lv := &thinlvmv1.LogicalVolume{}
+			err := s.Reader.Get(ctx, types.NamespacedName{Name: target}, lv)
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				errs = append(errs, err)
+				continue
+			case lv.DeletionTimestamp.IsZero() && !meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady):
+				continue // still being copied
+			}
+			if err := s.removeSnapshot(ctx, target, v.GetDeviceClass()); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
