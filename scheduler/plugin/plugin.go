@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/klog/v2"
@@ -183,8 +182,12 @@ type demand struct {
 	// all nodes with an LVMNode.
 	holders map[string]int
 	nodes   int
-	// sourceNode holds a clone's or restore's source: only it can serve.
+	// sourceNode holds a clone's or restore's source: there the volume is
+	// an O(1) thin snapshot; elsewhere its data is copied from there.
+	// sourceBase is the golden image the source descends from: a node
+	// holding its base receives only what differs from it.
 	sourceNode string
+	sourceBase *thinlvmv1.GoldenImage
 	claims     []string
 }
 
@@ -214,9 +217,6 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 			images = append(images, gi.Name)
 		}
 		logger.Info("thinlvm demand", "pod", klog.KObj(pod), "bytes", d.bytes, "goldenImages", images, "sourceNode", d.sourceNode)
-	}
-	if d.sourceNode != "" {
-		return &fwk.PreFilterResult{NodeNames: sets.New(d.sourceNode)}, nil
 	}
 	return nil, nil
 }
@@ -302,15 +302,10 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 		d.bytes[class] = sizes.Add(d.bytes[class], size.Value())
 		d.claims = append(d.claims, pvc.Namespace+"/"+pvc.Name)
 		if src := pvc.Spec.DataSource; src != nil {
-			node, err := p.sourceNode(ctx, pvc.Namespace, src)
-			if err != nil {
-				return nil, err
-			}
-			if node != "" {
-				if d.sourceNode != "" && d.sourceNode != node {
-					return nil, fmt.Errorf("the pod's volumes are cloned from sources on two nodes, %s and %s", d.sourceNode, node)
-				}
-				d.sourceNode = node
+			// Sources on several nodes: the first one's node is preferred,
+			// the others' data is copied wherever the pod goes.
+			if d.sourceNode == "" {
+				d.sourceNode, d.sourceBase = p.sourceNode(ctx, pvc.Namespace, src)
 			}
 		}
 	}
@@ -331,8 +326,9 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 	return d, nil
 }
 
-// sourceNode is the node holding a claim's data source, "" when unknown.
-func (p *Plugin) sourceNode(ctx context.Context, namespace string, src *corev1.TypedLocalObjectReference) (string, error) {
+// sourceNode is the node holding a claim's data source, "" when unknown,
+// and the golden image it descends from, if any.
+func (p *Plugin) sourceNode(ctx context.Context, namespace string, src *corev1.TypedLocalObjectReference) (string, *thinlvmv1.GoldenImage) {
 	var lvName string
 	switch {
 	case src.Kind == "PersistentVolumeClaim" && (src.APIGroup == nil || *src.APIGroup == ""):
@@ -358,7 +354,31 @@ func (p *Plugin) sourceNode(ctx context.Context, namespace string, src *corev1.T
 	if err != nil {
 		return "", nil
 	}
-	return lv.Spec.NodeName, nil
+	return lv.Spec.NodeName, p.baseOf(lv)
+}
+
+// baseOf is the golden image lv descends from through its sources, nil
+// when none (or the chain is longer than any thinlvm makes).
+func (p *Plugin) baseOf(lv *thinlvmv1.LogicalVolume) *thinlvmv1.GoldenImage {
+	for range 32 {
+		src := lv.Spec.Source
+		if src == nil {
+			return nil
+		}
+		if src.Kind == thinlvmv1.SourceGoldenImage {
+			gi, err := p.lister.GoldenImage(src.Name)
+			if err != nil {
+				return nil
+			}
+			return gi
+		}
+		next, err := p.lister.LogicalVolume(src.Name)
+		if err != nil {
+			return nil
+		}
+		lv = next
+	}
+	return nil
 }
 
 // demandFrom reads the demand PreFilter wrote. A cycle without one is a pod
@@ -435,9 +455,6 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod
 		return st
 	}
 	node := ni.Node().Name
-	if d.sourceNode != "" && node != d.sourceNode {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("the volume's source is on node %s", d.sourceNode))
-	}
 	ln, err := p.lister.LVMNode(node)
 	if err != nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node does not run thinlvm (no LVMNode)")
@@ -534,8 +551,13 @@ func (p *Plugin) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Po
 	for _, gi := range d.images {
 		locScore += localityScore(ln.Status.BaseState(gi), d.holders[gi.Name], d.nodes)
 	}
-	if len(d.images) > 0 {
-		locScore /= int64(len(d.images))
+	parts := int64(len(d.images))
+	if d.sourceNode != "" {
+		locScore += copyScore(node == d.sourceNode, d.sourceBase != nil && ln.Status.BaseState(d.sourceBase) == thinlvmv1.GoldenBaseReady)
+		parts++
+	}
+	if parts > 0 {
+		locScore /= parts
 	}
 	score := combine(capScore, locScore, p.args.CapacityWeight, p.args.LocalityWeight)
 	if logger := klog.FromContext(ctx).V(5); logger.Enabled() {

@@ -309,67 +309,53 @@ func TestReservationSettles(t *testing.T) {
 }
 
 // A reservation found unsettled is not asked about again for a while: a
-// burst's cycles do not each re-read every pending claim.
-func TestUnsettledReservationsAreRecheckedLater(t *testing.T) {
-	l := newLedger(time.Hour)
-	now := time.Now()
-	l.now = func() time.Time { return now }
-	l.reserve("a", reservation{node: "n1", bytes: map[string]int64{"ssd": 1}})
-	asked := 0
-	settled := func(reservation) bool { asked++; return false }
-	for range 3 {
-		l.sweep(settled)
-		if got := l.reserved("n1", "ssd"); got != 1 {
-			t.Fatalf("reserved %d, want 1", got)
-		}
-	}
-	if asked != 1 {
-		t.Errorf("asked %d times within %v, want once", asked, recheckAfter)
-	}
-	now = now.Add(recheckAfter)
-	l.sweep(settled)
-	if asked != 2 {
-		t.Errorf("asked %d times after %v, want twice", asked, recheckAfter)
-	}
-	l.reserve("b", reservation{node: "n1", bytes: map[string]int64{"ssd": 2}})
-	l.reserve("a", reservation{node: "n1", bytes: map[string]int64{"ssd": 4}}) // replaces a's
-	if got := l.reserved("n1", "ssd"); got != 6 {
-		t.Errorf("reserved %d, want 6", got)
-	}
-	l.release("a")
-	l.release("b")
-	if got := l.reserved("n1", "ssd"); got != 0 || len(l.sums) != 0 {
-		t.Errorf("after release: reserved %d, sums %v", got, l.sums)
-	}
-}
-
-func TestCloneSourcePinsTheNode(t *testing.T) {
+// A clone's or restore's source node is preferred, not required: it scores
+// highest (an O(1) snapshot there), then a node holding the golden base
+// the source descends from (only the difference is copied), then the rest;
+// a full source node is filtered out like any other, and the claim goes
+// elsewhere.
+func TestCloneSourceIsPreferred(t *testing.T) {
 	f := newFake()
+	gi := f.addImage("ubuntu", "u1", "", "4Gi")
 	f.addNode("n1", "10Gi", "10Gi")
 	f.addNode("n2", "10Gi", "10Gi")
+	f.addNode("n3", "10Gi", "10Gi", goldenBase(gi, thinlvmv1.GoldenBaseReady))
 	f.addClaim("origin", "thin", "1Gi")
 	f.pvcs["default/origin"].Spec.VolumeName = "pv-origin"
 	f.pvs["pv-origin"] = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-origin"}, Spec: corev1.PersistentVolumeSpec{
 		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: thinlvmv1.DriverName, VolumeHandle: "pvc-origin"}}}}
-	f.lvs["pvc-origin"] = &thinlvmv1.LogicalVolume{Spec: thinlvmv1.LogicalVolumeSpec{NodeName: "n2"}}
+	f.lvs["pvc-origin"] = &thinlvmv1.LogicalVolume{Spec: thinlvmv1.LogicalVolumeSpec{NodeName: "n2",
+		Source: &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceGoldenImage, Name: "ubuntu"}}}
 	f.addClaim("clone", "thin", "1Gi")
 	f.pvcs["default/clone"].Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "origin"}
 	f.addClaim("restore", "thin", "1Gi")
 	f.pvcs["default/restore"].Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "snap"}
 	f.snapshots["default/snap"] = "tl-snapshot-1"
-	f.lvs["tl-snapshot-1"] = &thinlvmv1.LogicalVolume{Spec: thinlvmv1.LogicalVolumeSpec{NodeName: "n2"}}
+	f.lvs["tl-snapshot-1"] = &thinlvmv1.LogicalVolume{Spec: thinlvmv1.LogicalVolumeSpec{NodeName: "n2",
+		Source: &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: "pvc-origin"}}}
 	p := NewWithLister(defaultArgs(), f)
 	for _, claim := range []string{"clone", "restore"} {
-		_, res, st := cycle(t, p, podWith("p-"+claim, claim), "n1", "n2")
-		if res == nil || !res.NodeNames.Has("n2") || res.NodeNames.Len() != 1 {
-			t.Errorf("%s: PreFilterResult %v, want only n2", claim, res)
+		pod := podWith("p-"+claim, claim)
+		state, res, st := cycle(t, p, pod, "n1", "n2", "n3")
+		if res != nil {
+			t.Errorf("%s: PreFilterResult %v, want every node", claim, res)
 		}
-		if st["n1"].Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st["n1"].Message(), "node n2") {
-			t.Errorf("%s on n1: %v, want a reason naming n2", claim, st["n1"])
+		score := map[string]int64{}
+		for _, n := range []string{"n1", "n2", "n3"} {
+			if !st[n].IsSuccess() {
+				t.Errorf("%s on %s: %v", claim, n, st[n])
+			}
+			score[n], _ = p.Score(context.Background(), state, pod, nodeInfo(n))
 		}
-		if !st["n2"].IsSuccess() {
-			t.Errorf("%s on n2: %v", claim, st["n2"])
+		if !(score["n2"] > score["n3"] && score["n3"] > score["n1"]) {
+			t.Errorf("%s: scores %v, want the source's node > the base's holder > the rest", claim, score)
 		}
+	}
+	// The source's node is full: the clone goes elsewhere.
+	f.nodes["n2"].Status.DeviceClasses[0].Available = resource.MustParse("512Mi")
+	_, _, st := cycle(t, p, podWith("p-full", "clone"), "n1", "n2", "n3")
+	if st["n2"].IsSuccess() || !st["n1"].IsSuccess() || !st["n3"].IsSuccess() {
+		t.Errorf("with the source's node full: %v", st)
 	}
 }
 

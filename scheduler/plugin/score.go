@@ -43,6 +43,20 @@ func localityScore(state thinlvmv1.GoldenBaseState, holders, nodes int) int64 {
 	return s/2 + s*int64(holders)/int64(2*nodes)
 }
 
+// copyScore is the locality of a clone or restore on a node: its source's
+// node makes it an O(1) thin snapshot; a node holding the golden base the
+// source descends from receives only what differs from the base; any
+// other node receives all the source maps.
+func copyScore(sourceNode, holdsBase bool) int64 {
+	switch {
+	case sourceNode:
+		return maxScore
+	case holdsBase:
+		return maxScore / 2
+	}
+	return 0
+}
+
 // combine weighs the two parts into one score in [0, 100].
 func combine(capacity, locality, capacityWeight, localityWeight int64) int64 {
 	w := capacityWeight + localityWeight
