@@ -309,6 +309,40 @@ func TestReservationSettles(t *testing.T) {
 }
 
 // A reservation found unsettled is not asked about again for a while: a
+// burst's cycles do not each re-read every pending claim.
+func TestUnsettledReservationsAreRecheckedLater(t *testing.T) {
+	l := newLedger(time.Hour)
+	now := time.Now()
+	l.now = func() time.Time { return now }
+	l.reserve("a", reservation{node: "n1", bytes: map[string]int64{"ssd": 1}})
+	asked := 0
+	settled := func(reservation) bool { asked++; return false }
+	for range 3 {
+		l.sweep(settled)
+		if got := l.reserved("n1", "ssd"); got != 1 {
+			t.Fatalf("reserved %d, want 1", got)
+		}
+	}
+	if asked != 1 {
+		t.Errorf("asked %d times within %v, want once", asked, recheckAfter)
+	}
+	now = now.Add(recheckAfter)
+	l.sweep(settled)
+	if asked != 2 {
+		t.Errorf("asked %d times after %v, want twice", asked, recheckAfter)
+	}
+	l.reserve("b", reservation{node: "n1", bytes: map[string]int64{"ssd": 2}})
+	l.reserve("a", reservation{node: "n1", bytes: map[string]int64{"ssd": 4}}) // replaces a's
+	if got := l.reserved("n1", "ssd"); got != 6 {
+		t.Errorf("reserved %d, want 6", got)
+	}
+	l.release("a")
+	l.release("b")
+	if got := l.reserved("n1", "ssd"); got != 0 || len(l.sums) != 0 {
+		t.Errorf("after release: reserved %d, sums %v", got, l.sums)
+	}
+}
+
 // A clone's or restore's source node is preferred, not required: it scores
 // highest (an O(1) snapshot there), then a node holding the golden base
 // the source descends from (only the difference is copied), then the rest;
