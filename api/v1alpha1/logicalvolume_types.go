@@ -226,11 +226,12 @@ type TransferStatus struct {
 	// first); a killed agent or a lost source node starts it again.
 	// +optional
 	Attempts int32 `json:"attempts,omitempty"`
-	// StartTime and CompletionTime bound the last attempt.
+	// StartTime and CompletionTime bound the last attempt (microseconds:
+	// a copy may take less than a second).
 	// +optional
-	StartTime *metav1.Time `json:"startTime,omitempty"`
+	StartTime *metav1.MicroTime `json:"startTime,omitempty"`
 	// +optional
-	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	CompletionTime *metav1.MicroTime `json:"completionTime,omitempty"`
 }
 
 // LogicalVolume is a thin LV on one node, made and removed by that node's

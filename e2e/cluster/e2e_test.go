@@ -203,7 +203,8 @@ func TestFilesystemAndBlockVolumes(t *testing.T) {
 }
 
 // On the VM node the volume is a real LV; a snapshot and a claim restored
-// from it land on the same node.
+// from it land on the same node, where the restore is an O(1) thin
+// snapshot (e2e/migration moves them between nodes).
 func TestSnapshotAndRestoreOnTheVMNode(t *testing.T) {
 	create(t, pvc("origin", storageClass, "1Gi", false), pod("origin-pod", false, onNode(vmNode), "origin"))
 	running(t, "origin-pod")
@@ -227,26 +228,6 @@ func TestSnapshotAndRestoreOnTheVMNode(t *testing.T) {
 		c.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "origin-snap"}
 		return c
 	}
-	// A scheduler that knew nothing of the source (here: the selected-node
-	// annotation it would write) gets the claim refused, and the message
-	// says which node holds the source.
-	misplaced := restore("misplaced")
-	misplaced.Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-a"}
-	create(t, misplaced)
-	waitFor(t, "the misplaced restore to be refused", 2*time.Minute, func() (bool, error) {
-		events := &corev1.EventList{}
-		if err := k.Client.List(ctx, events, client.InNamespace("default")); err != nil {
-			return false, err
-		}
-		for _, e := range events.Items {
-			if e.InvolvedObject.Name == "misplaced" && e.Reason == "ProvisioningFailed" &&
-				strings.Contains(e.Message, "FailedPrecondition") && strings.Contains(e.Message, "node "+vmNode) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	deleteAll(t, misplaced)
 	// The ThinLVM scheduler plugin places the restore's pod on the source's
 	// node by itself.
 	restored := restore("restored")

@@ -128,6 +128,9 @@ func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.Lo
 		if err != nil {
 			return nil, err
 		}
+		if incomplete(got.GetVolume()) { // never Ready while marked
+			return nil, fmt.Errorf("LV %s is still marked %s after its copy", name, thinlvmv1.IncompleteTag)
+		}
 		return got.GetVolume(), nil
 	}
 	if found != nil && !incomplete(found) {
@@ -152,7 +155,7 @@ func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.Lo
 	}
 	jctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	j := &copyJob{cancel: cancel, done: make(chan struct{}),
-		st: thinlvmv1.TransferStatus{SourceNode: from.Spec.NodeName, Attempts: attempts, StartTime: new(metav1.Now())}}
+		st: thinlvmv1.TransferStatus{SourceNode: from.Spec.NodeName, Attempts: attempts, StartTime: new(metav1.NowMicro())}}
 	r.copies.put(lv.Name, j)
 	go func() {
 		defer close(j.done)
@@ -235,7 +238,7 @@ func (r *LogicalVolumeReconciler) runCopy(ctx context.Context, lv, from *thinlvm
 		return fmt.Errorf("mark the LV complete: %w", err)
 	}
 	j.mu.Lock()
-	j.st.CompletionTime = new(metav1.Now())
+	j.st.CompletionTime = new(metav1.NowMicro())
 	j.mu.Unlock()
 	st := j.status()
 	logger.Info("copy done", "mode", mode, "bytes", st.BytesDone, "sent", st.BytesSent, "bytesPerSecond", st.BytesPerSecond)

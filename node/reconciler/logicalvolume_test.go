@@ -24,6 +24,8 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
+	"github.com/thinlvm/thinlvm/node/lvmd"
+	"github.com/thinlvm/thinlvm/node/transfer"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/reconciler"
 )
@@ -52,6 +54,10 @@ type agentOptions struct {
 	wrap func(client.Client) client.Client
 	// metrics, when set, are the agent's.
 	metrics *reconciler.Metrics
+	// lvmd, when set, is the agent's lvmd client instead of f.
+	lvmd lvmd.Client
+	// copier, when set, copies volumes from other nodes.
+	copier *transfer.Copier
 }
 
 // startAgentWith is startAgentOn with o. Every agent runs the start-up
@@ -70,8 +76,13 @@ func startAgentWith(t *testing.T, node string, f *lvmdtest.LVMD, o agentOptions)
 	if o.wrap != nil {
 		c = o.wrap(c)
 	}
-	r := &reconciler.LogicalVolumeReconciler{Client: c, LVMD: f, NodeName: node, RetryAfter: 200 * time.Millisecond,
-		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("thinlvm-node"), Metrics: o.metrics}
+	var l lvmd.Client = f
+	if o.lvmd != nil {
+		l = o.lvmd
+	}
+	r := &reconciler.LogicalVolumeReconciler{Client: c, LVMD: l, NodeName: node, RetryAfter: 200 * time.Millisecond,
+		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("thinlvm-node"), Metrics: o.metrics,
+		Copier: o.copier, CopyPoll: 100 * time.Millisecond}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,292 @@
+package migration_test
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/e2e/cluster"
+	"github.com/thinlvm/thinlvm/node/transfer"
+	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
+)
+
+// publish plays the kubelet: it publishes a Filesystem volume (xfs) on a
+// node at a target path in its VM and returns it with an unpublish func.
+func publish(t testing.TB, node string, lv *thinlvmv1.LogicalVolume, pod string) (string, func()) {
+	t.Helper()
+	conn, err := tb.VMs[node].DialCSI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := csi.NewNodeClient(conn)
+	target := "/var/lib/kubelet/pods/" + pod + "/volumes/kubernetes.io~csi/" + lv.Name + "/mount"
+	inVM(t, node, "mkdir", "-p", target)
+	capability := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "xfs"}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
+	if _, err := ns.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: lv.Name, TargetPath: target, VolumeCapability: capability,
+		VolumeContext: map[string]string{thinlvmv1.DeviceClassParameter: lv.Spec.DeviceClass}}); err != nil {
+		conn.Close()
+		t.Fatalf("publish %s on %s: %v", lv.Name, node, err)
+	}
+	return target, func() {
+		defer conn.Close()
+		if _, err := ns.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: lv.Name, TargetPath: target}); err != nil {
+			t.Errorf("unpublish %s on %s: %v", lv.Name, node, err)
+		}
+	}
+}
+
+// A VolumeSnapshot of a Filesystem volume restored on the other node: the
+// restore mounts there and shows the file written before the snapshot.
+func TestRestoreOnAnotherNode(t *testing.T) {
+	c := cluster.Claim("fs-src", cluster.FilesystemClass, "1Gi", false)
+	for _, o := range []client.Object{c, cluster.Pod("fs-src", false, cluster.OnNode(nodeA), "fs-src")} {
+		if err := tb.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := bound(t, "fs-src", 3*time.Minute)
+	dir, unpublish := publish(t, nodeA, src, "fs-src")
+	inVM(t, nodeA, "dd", "if=/dev/urandom", "of="+dir+"/data", "bs=1M", "count=32", "conv=fsync", "status=none")
+	want := inVM(t, nodeA, "sha256sum", dir+"/data")
+	want, _, _ = strings.Cut(want, " ")
+	unpublish()
+
+	snap := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+		"metadata": map[string]any{"name": "fs-snap", "namespace": "default"},
+		"spec":     map[string]any{"volumeSnapshotClassName": cluster.SnapshotClass, "source": map[string]any{"persistentVolumeClaimName": "fs-src"}},
+	}}
+	if err := tb.Client.Create(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.WaitFor(ctx, "the snapshot to be ready", 3*time.Minute, func() (bool, error) {
+		err := tb.Client.Get(ctx, client.ObjectKeyFromObject(snap), snap)
+		ready, _, _ := unstructured.NestedBool(snap.Object, "status", "readyToUse")
+		return err == nil && ready, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := cluster.Claim("fs-restored", cluster.FilesystemClass, "1Gi", false)
+	r.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "fs-snap"}
+	for _, o := range []client.Object{r, cluster.Pod("fs-restored", false, cluster.OnNode(nodeB), "fs-restored")} {
+		if err := tb.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lv := bound(t, "fs-restored", 5*time.Minute)
+	if lv.Spec.NodeName != nodeB || lv.Status.Transfer == nil || lv.Status.Transfer.Mode != thinlvmv1.TransferMapped {
+		t.Fatalf("restore on %s with transfer %+v, want a Mapped copy on %s", lv.Spec.NodeName, lv.Status.Transfer, nodeB)
+	}
+	dir, unpublish = publish(t, nodeB, lv, "fs-restored")
+	got, _, _ := strings.Cut(inVM(t, nodeB, "sha256sum", dir+"/data"), " ")
+	unpublish()
+	if got != want {
+		t.Errorf("the restored file's checksum %s differs from the original's %s", got, want)
+	}
+	if err := tb.Client.Delete(ctx, snap); err != nil {
+		t.Error(err)
+	}
+	remove(t, "fs-restored", "fs-src")
+}
+
+// The target's agent killed in the middle of a copy: its kubelet starts it
+// again, it removes the half-filled LV and copies again; the claim binds to
+// an identical volume, and nothing is left of the first attempt.
+func TestCopyInterruptedByAgentKill(t *testing.T) {
+	disk(t, "kill-src", aloneClass, "2Gi", nodeA, nil)
+	src := bound(t, "kill-src", 3*time.Minute)
+	write(t, nodeA, src.Status.VolumeID, 0, 768)
+	want := checksum(t, nodeA, src.Status.VolumeID)
+
+	disk(t, "kill-copy", aloneClass, "2Gi", nodeB, fromClaim("kill-src"))
+	var name string
+	if err := tb.WaitFor(ctx, "the copy to be under way", 5*time.Minute, func() (bool, error) {
+		list := &thinlvmv1.LogicalVolumeList{}
+		if err := tb.Client.List(ctx, list); err != nil {
+			return false, err
+		}
+		for _, lv := range list.Items {
+			if st := lv.Status.Transfer; lv.Spec.NodeName == nodeB && st != nil && st.BytesDone > 0 && st.BytesDone < st.BytesTotal {
+				name = lv.Name
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.KillContainer(ctx, tb.NodeProcess(nodeB, "thinlvm-node")); err != nil {
+		t.Fatal(err)
+	}
+	lv := bound(t, "kill-copy", 10*time.Minute)
+	if lv.Name != name || lv.Status.Transfer.Attempts < 2 {
+		t.Errorf("the copy %s took %d attempts, want a second one after the kill", lv.Name, lv.Status.Transfer.Attempts)
+	}
+	if got := checksum(t, nodeB, lv.Status.VolumeID); got != want {
+		t.Errorf("the copy's checksum %s differs from the source's %s", got, want)
+	}
+	remove(t, "kill-copy", "kill-src")
+}
+
+// transferClient dials a node's transfer endpoint from this machine
+// (through its VM's forwarded port), pinning the certificate its LVMNode
+// publishes.
+func transferClient(t testing.TB, node string) transferpb.TransferClient {
+	t.Helper()
+	ln := &thinlvmv1.LVMNode{}
+	if err := tb.Client.Get(ctx, types.NamespacedName{Name: node}, ln); err != nil {
+		t.Fatal(err)
+	}
+	ep := ln.Status.Transfer
+	if ep == nil {
+		t.Fatalf("%s publishes no transfer endpoint", node)
+	}
+	pin := ep.CertificateSHA256
+	conn, err := grpc.NewClient("passthrough:///"+tb.VMs[node].Addr(9443), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+		MinVersion: tls.VersionTLS13, InsecureSkipVerify: true, // the pin below is the check
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if got := transfer.Fingerprint(cs.PeerCertificates[0].Raw); got != pin {
+				return fmt.Errorf("certificate %s, want %s", got, pin)
+			}
+			return nil
+		}})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return transferpb.NewTransferClient(conn)
+}
+
+// agentToken is a token of the node agents' ServiceAccount bound to the
+// agent's pod on node, for audiences (none: the API server's).
+func agentToken(t testing.TB, node string, audiences ...string) string {
+	t.Helper()
+	pods, err := tb.WaitPods(ctx, cluster.Namespace, map[string]string{"app.kubernetes.io/component": "node"}, node, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(tb.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(cluster.Namespace).CreateToken(ctx, "thinlvm-node", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences:      audiences,
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pods[0].Name, UID: pods[0].UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// A node's endpoint serves a copy only to the agent of the node the copy
+// is made on: the source node's own agent token, a token of another
+// audience and no token are all refused before anything is read.
+func TestTransferRefusesOtherTokens(t *testing.T) {
+	disk(t, "tok-src", aloneClass, "1Gi", nodeA, nil)
+	bound(t, "tok-src", 3*time.Minute)
+	disk(t, "tok-copy", aloneClass, "1Gi", nodeB, fromClaim("tok-src"))
+	target := bound(t, "tok-copy", 5*time.Minute)
+	api := transferClient(t, nodeA)
+	for _, tc := range []struct {
+		name, token string
+		code        codes.Code
+	}{
+		{"the source node's agent", agentToken(t, nodeA, thinlvmv1.TransferAudience), codes.PermissionDenied},
+		{"the API server's audience", agentToken(t, nodeB), codes.Unauthenticated},
+		{"no token", "", codes.Unauthenticated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cctx := ctx
+			if tc.token != "" {
+				cctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tc.token)
+			}
+			_, err := api.Open(cctx, &transferpb.OpenRequest{Target: target.Name})
+			if status.Code(err) != tc.code {
+				t.Errorf("open: %v, want %v", err, tc.code)
+			}
+		})
+	}
+	// The right node's token is served (the copy is Ready: no new
+	// snapshot is made for it).
+	cctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+agentToken(t, nodeB, thinlvmv1.TransferAudience))
+	if _, err := api.Open(cctx, &transferpb.OpenRequest{Target: target.Name}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("open with %s's token for its Ready copy: %v, want FailedPrecondition", nodeB, err)
+	}
+	remove(t, "tok-copy", "tok-src")
+}
+
+// The source's node has no room for the clone: the scheduler sends the
+// clone's pod to the other node, and the claim binds there.
+func TestSchedulerMovesACloneOffAFullNode(t *testing.T) {
+	c := cluster.Claim("full-src", cluster.BlockClass, "1Gi", true)
+	for _, o := range []client.Object{c, cluster.Pod("full-src", true, cluster.OnNode(nodeA), "full-src")} {
+		if err := tb.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := bound(t, "full-src", 3*time.Minute)
+	write(t, nodeA, src.Status.VolumeID, 0, 64)
+	want := checksum(t, nodeA, src.Status.VolumeID)
+	// A volume that takes all of nodeA's room but 512 MiB.
+	ln := &thinlvmv1.LVMNode{}
+	if err := tb.Client.Get(ctx, types.NamespacedName{Name: nodeA}, ln); err != nil {
+		t.Fatal(err)
+	}
+	room := ln.Status.DeviceClasses[0].Available.Value()
+	filler := cluster.Claim("full-filler", cluster.BlockClass, "1Gi", true)
+	filler.Spec.Resources.Requests[corev1.ResourceStorage] = *resource.NewQuantity(room-512*mib, resource.BinarySI)
+	for _, o := range []client.Object{filler, cluster.Pod("full-filler", true, cluster.OnNode(nodeA), "full-filler")} {
+		if err := tb.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bound(t, "full-filler", 3*time.Minute)
+	if err := tb.WaitFor(ctx, nodeA+" to report it is full", time.Minute, func() (bool, error) {
+		err := tb.Client.Get(ctx, types.NamespacedName{Name: nodeA}, ln)
+		return err == nil && ln.Status.DeviceClasses[0].Available.Value() < 1<<30, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	clone := cluster.Claim("full-copy", cluster.BlockClass, "1Gi", true)
+	clone.Spec.DataSource = fromClaim("full-src")
+	for _, o := range []client.Object{clone, cluster.Pod("full-copy", true, nil, "full-copy")} {
+		if err := tb.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lv := bound(t, "full-copy", 5*time.Minute)
+	p := &corev1.Pod{}
+	if err := tb.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "full-copy"}, p); err != nil {
+		t.Fatal(err)
+	}
+	if lv.Spec.NodeName != nodeB || p.Spec.NodeName != nodeB {
+		t.Errorf("the clone is on %s and its pod on %s, want both on %s", lv.Spec.NodeName, p.Spec.NodeName, nodeB)
+	}
+	if got := checksum(t, nodeB, lv.Status.VolumeID); got != want {
+		t.Errorf("the clone's checksum %s differs from the source's %s", got, want)
+	}
+	remove(t, "full-copy", "full-filler", "full-src")
+}

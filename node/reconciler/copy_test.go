@@ -1,0 +1,321 @@
+package reconciler_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/transfer"
+	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
+)
+
+// block is the simulated thin pool's block size.
+const block = 64 << 10
+
+// deltaLVMD is lvmd whose GetThinDelta reads the LVs' backing files, as
+// the simulated lvm keeps no pool metadata: a block is mapped when it is
+// not all zeros, and differs from the base's when its bytes do.
+type deltaLVMD struct{ *lvmdtest.LVMD }
+
+func (d deltaLVMD) GetThinDelta(ctx context.Context, req *pb.GetThinDeltaRequest, _ ...grpc.CallOption) (*pb.GetThinDeltaResponse, error) {
+	read := func(name string) ([]byte, error) {
+		got, err := d.GetLV(ctx, &pb.GetLVRequest{Name: name, DeviceClass: req.GetDeviceClass()})
+		if err != nil {
+			return nil, err
+		}
+		return os.ReadFile(got.GetVolume().GetDevicePath())
+	}
+	lv, err := read(req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	var base []byte
+	if req.GetBaseName() != "" {
+		if base, err = read(req.GetBaseName()); err != nil {
+			return nil, err
+		}
+	}
+	resp := &pb.GetThinDeltaResponse{BlockSizeBytes: block, SizeBytes: uint64(len(lv))}
+	zeros := make([]byte, block)
+	for off := 0; off < len(lv); off += block {
+		b := lv[off:min(off+block, len(lv))]
+		var in []byte
+		if off < len(base) {
+			in = base[off:min(off+block, len(base))]
+		}
+		mapped, inBase := !bytes.Equal(b, zeros[:len(b)]), in != nil && !bytes.Equal(in, zeros[:len(in)])
+		var r *pb.ThinRange
+		switch {
+		case mapped && !bytes.Equal(b, in):
+			r = &pb.ThinRange{OffsetBytes: uint64(off), LengthBytes: uint64(len(b))}
+		case !mapped && inBase:
+			r = &pb.ThinRange{OffsetBytes: uint64(off), LengthBytes: uint64(len(b)), Zero: true}
+		default:
+			continue
+		}
+		if n := len(resp.Ranges); n > 0 {
+			last := resp.Ranges[n-1]
+			if last.GetZero() == r.GetZero() && last.GetOffsetBytes()+last.GetLengthBytes() == r.GetOffsetBytes() {
+				last.LengthBytes += r.GetLengthBytes()
+				continue
+			}
+		}
+		resp.Ranges = append(resp.Ranges, r)
+	}
+	return resp, nil
+}
+
+// tokens authenticates the test's tokens: "token-<node>" is that node's.
+type tokens struct{}
+
+func (tokens) Authenticate(_ context.Context, token string) (string, error) {
+	if node, ok := strings.CutPrefix(token, "token-"); ok {
+		return node, nil
+	}
+	return "", errors.New("unknown token")
+}
+
+// serveTransfer runs node's transfer endpoint on loopback and publishes it
+// in node's LVMNode.
+func serveTransfer(t *testing.T, node string, l deltaLVMD) {
+	t.Helper()
+	cert, fp, err := transfer.NewCertificate(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(transfer.ServerTLS(cert))))
+	transferpb.RegisterTransferServer(gs, &transfer.Server{Reader: k8sClient, LVMD: l, NodeName: node, Auth: tokens{}, Log: logr.Discard()})
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	publishEndpoint(t, node, &thinlvmv1.TransferEndpoint{Address: lis.Addr().String(), CertificateSHA256: fp})
+}
+
+func publishEndpoint(t *testing.T, node string, ep *thinlvmv1.TransferEndpoint) {
+	t.Helper()
+	ctx := context.Background()
+	ln := &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := k8sClient.Create(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	ln.Status.Transfer = ep
+	if err := k8sClient.Status().Update(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tokenFile writes node's token and returns its path.
+func tokenFile(t *testing.T, node string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("token-"+node+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// makeBase makes a sealed golden base of gi holding data.
+func makeBase(t *testing.T, l *lvmdtest.LVMD, gi *thinlvmv1.GoldenImage, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	resp, err := l.CreateLV(ctx, &pb.CreateLVRequest{Name: thinlvmv1.BaseLVName(gi), SizeBytes: uint64(gi.Spec.Size.Value()),
+		Tags: []string{thinlvmv1.BaseTagPrefix + gi.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAt(t, resp.GetVolume().GetDevicePath(), 0, data)
+	if _, err := l.ChangeLV(ctx, &pb.ChangeLVRequest{Name: thinlvmv1.BaseLVName(gi), ReadOnly: new(true), Active: new(false)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeAt(t *testing.T, path string, off int64, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(data, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func device(t *testing.T, l *lvmdtest.LVMD, name string) []byte {
+	t.Helper()
+	got, err := l.GetLV(context.Background(), &pb.GetLVRequest{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(got.GetVolume().GetDevicePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A clone made on another node than its source's is copied from there:
+// only what differs from the golden base when the target holds the same
+// base, else what the source maps. It is byte-identical, the source's
+// transfer snapshot is removed after, and a token of another node is
+// refused.
+func TestCopyFromAnotherNode(t *testing.T) {
+	ctx := context.Background()
+	src, dst, bare := newNodeName(), newNodeName(), newNodeName()
+	la := deltaLVMD{lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})}
+	lb := deltaLVMD{lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})}
+	lc := deltaLVMD{lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})}
+	serveTransfer(t, src, la)
+	publishEndpoint(t, dst, nil)
+	publishEndpoint(t, bare, nil)
+
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "copy-img"}, Spec: thinlvmv1.GoldenImageSpec{
+		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: "http://127.0.0.1:9/img", SHA256: strings.Repeat("a", 64)}},
+		Size:   resource.MustParse("16Mi")}}
+	if err := k8sClient.Create(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	image := bytes.Repeat([]byte("golden!"), 4<<20/7) // the first 4 MiB
+	makeBase(t, la.LVMD, gi, image)
+	makeBase(t, lb.LVMD, gi, image)
+
+	// The source: a VM disk of the base that wrote 1 MiB over the image,
+	// 2 MiB past it, and discarded 256 KiB of the image.
+	origin := newLV("pvc-move-src", src, "16Mi")
+	origin.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceGoldenImage, Name: gi.Name}
+	if err := k8sClient.Create(ctx, origin); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := la.CreateSnapshot(ctx, &pb.CreateSnapshotRequest{Name: "pvc-move-src", SourceName: thinlvmv1.BaseLVName(gi), Tags: []string{"lv:pvc-move-src"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := resp.GetVolume().GetDevicePath()
+	writeAt(t, path, 1<<20, bytes.Repeat([]byte{0x5a}, 1<<20))
+	writeAt(t, path, 8<<20, bytes.Repeat([]byte{0xa5}, 2<<20))
+	writeAt(t, path, 3<<20, make([]byte, 256<<10))
+	want := device(t, la.LVMD, "pvc-move-src")
+
+	startAgentWith(t, dst, lb.LVMD, agentOptions{lvmd: lb, copier: &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, dst)}})
+	startAgentWith(t, bare, lc.LVMD, agentOptions{lvmd: lc, copier: &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, bare), Uncompressed: true}})
+
+	for _, tc := range []struct {
+		name, node string
+		l          deltaLVMD
+		mode       thinlvmv1.TransferMode
+		copied     int64
+	}{
+		{"pvc-move-delta", dst, lb, thinlvmv1.TransferDelta, 1<<20 + 2<<20 + 256<<10},
+		{"pvc-move-full", bare, lc, thinlvmv1.TransferMapped, 4<<20 - 256<<10 + 2<<20}, // the image less the discard, and the 2 MiB past it
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clone := newLV(tc.name, tc.node, "16Mi")
+			clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: origin.Name}
+			if err := k8sClient.Create(ctx, clone); err != nil {
+				t.Fatal(err)
+			}
+			got := readyLV(t, tc.name)
+			st := got.Status.Transfer
+			if st == nil || st.Mode != tc.mode || st.SourceNode != src || st.BytesDone != tc.copied || st.BytesTotal != tc.copied || st.CompletionTime == nil || st.Attempts != 1 {
+				t.Errorf("transfer status %+v, want mode %s, %d bytes copied from %s", st, tc.mode, tc.copied, src)
+			}
+			if !bytes.Equal(device(t, tc.l.LVMD, tc.name), want) {
+				t.Error("the copy differs from the source")
+			}
+			lv, err := tc.l.GetLV(ctx, &pb.GetLVRequest{Name: tc.name})
+			if err != nil || slices.Contains(lv.GetVolume().GetTags(), thinlvmv1.IncompleteTag) {
+				t.Errorf("the copy's LV %v (%v) is still marked incomplete", lv, err)
+			}
+			if tc.mode == thinlvmv1.TransferDelta && lv.GetVolume().GetOrigin() != thinlvmv1.BaseLVName(gi) {
+				t.Errorf("the delta copy's origin is %q, want the local base", lv.GetVolume().GetOrigin())
+			}
+			if _, err := la.GetLV(ctx, &pb.GetLVRequest{Name: thinlvmv1.TransferLVName(tc.name)}); status.Code(err) != codes.NotFound {
+				t.Errorf("the transfer snapshot on the source's node: %v, want it removed", err)
+			}
+		})
+	}
+
+	// The node a clone is made on may read it; no other node may.
+	t.Run("other node's token", func(t *testing.T) {
+		clone := newLV("pvc-move-stolen", dst, "16Mi")
+		clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: origin.Name}
+		clone.Finalizers = []string{"test.thinlvm.io/hold"} // its agent is not told of it:
+		if err := k8sClient.Create(ctx, clone); err != nil {
+			t.Fatal(err)
+		}
+		thief := &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, bare)}
+		_, _, err := thief.Open(ctx, src, clone.Name)
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("open with node %s's token: %v, want PermissionDenied", bare, err)
+		}
+		anon := &transfer.Copier{Reader: k8sClient, TokenFile: filepath.Join(t.TempDir(), "none")}
+		if _, _, err := anon.Open(ctx, src, clone.Name); err == nil {
+			t.Error("open without a token succeeded")
+		}
+	})
+
+	// A client that does not present the published certificate's key is
+	// never sent the token.
+	t.Run("pinned certificate", func(t *testing.T) {
+		other, _, err := transfer.NewCertificate("impostor")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lis.Close()
+		seen := make(chan string, 1)
+		go func() {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{other}, NextProtos: []string{"h2"}})
+			if err := tc.Handshake(); err != nil {
+				seen <- "handshake failed: " + err.Error()
+				return
+			}
+			buf := make([]byte, 4096)
+			n, _ := tc.Read(buf)
+			seen <- string(buf[:n])
+		}()
+		ln := &thinlvmv1.LVMNode{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Name: src}, ln); err != nil {
+			t.Fatal(err)
+		}
+		impostor := newNodeName()
+		publishEndpoint(t, impostor, &thinlvmv1.TransferEndpoint{Address: lis.Addr().String(), CertificateSHA256: ln.Status.Transfer.CertificateSHA256})
+		c := &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, dst)}
+		if _, _, err := c.Open(ctx, impostor, "pvc-move-delta"); err == nil {
+			t.Error("open against a certificate other than the pinned one succeeded")
+		}
+		if got := <-seen; strings.Contains(got, "token-") {
+			t.Errorf("the token reached a server with another certificate: %q", got)
+		}
+	})
+}
