@@ -275,7 +275,7 @@ func TestParseFullReportCapturedFromVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantVGs := []lvm.VG{{Name: "vgsmall", UUID: "TMccqb-GuRr-yduQ-965U-vzIh-m9sW-fppVgR", Size: 1069547520, Free: 994050048, ExtentSize: 4 << 20}}
+	wantVGs := []lvm.VG{{Name: "vgsmall", UUID: "bGLlwK-z6We-8vMD-jMt0-9kpF-kKQh-u9mhIv", Size: 1069547520, Free: 994050048, ExtentSize: 4 << 20}}
 	if d := cmp.Diff(wantVGs, r.VGs); d != "" {
 		t.Errorf("VGs (-want +got):\n%s", d)
 	}
@@ -283,18 +283,20 @@ func TestParseFullReportCapturedFromVM(t *testing.T) {
 		Size                          uint64
 		Origin, Pool, Tags            string
 		Pool0, Thin, ReadOnly, Active bool
+		ThinID                        uint32
+		ChunkSize                     uint64
 	}
 	got := map[string]facts{}
 	for i := range r.LVs {
 		lv := &r.LVs[i]
 		got[lv.Name] = facts{Size: lv.Size, Origin: lv.Origin, Pool: lv.Pool, Tags: strings.Join(lv.Tags, ","),
-			Pool0: lv.IsThinPool(), Thin: lv.IsThin(), ReadOnly: lv.ReadOnly(), Active: lv.Active()}
+			Pool0: lv.IsThinPool(), Thin: lv.IsThin(), ReadOnly: lv.ReadOnly(), Active: lv.Active(), ThinID: lv.ThinID, ChunkSize: lv.ChunkSize}
 	}
 	want := map[string]facts{
-		"pool":         {Size: 64 << 20, Pool0: true, Active: true},
-		"rep-origin":   {Size: 16 << 20, Pool: "pool", Tags: "lv:rep-origin,thinlvm", Thin: true, Active: true},
-		"rep-ro":       {Size: 16 << 20, Origin: "rep-origin", Pool: "pool", Tags: "thinlvm", Thin: true, ReadOnly: true, Active: true},
-		"rep-inactive": {Size: 16 << 20, Origin: "rep-origin", Pool: "pool", Thin: true},
+		"pool":         {Size: 64 << 20, Pool0: true, Active: true, ChunkSize: 64 << 10},
+		"rep-origin":   {Size: 16 << 20, Pool: "pool", Tags: "lv:rep-origin,thinlvm", Thin: true, Active: true, ThinID: 1},
+		"rep-ro":       {Size: 16 << 20, Origin: "rep-origin", Pool: "pool", Tags: "thinlvm", Thin: true, ReadOnly: true, Active: true, ThinID: 2},
+		"rep-inactive": {Size: 16 << 20, Origin: "rep-origin", Pool: "pool", Thin: true, ThinID: 3},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("LVs (-want +got):\n%s", d)
