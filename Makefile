@@ -78,6 +78,7 @@ test-unit: lvmvm-image ## Unit tests (fakes at the lvm runner and lvmd client) a
 test-fuzz: ## Short fuzz runs (about 10s each) of the parsers and validators, seeds included.
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateNames$$' -fuzztime 150000x ./api/lvmname/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFullReport$$' -fuzztime 120000x ./lvmd/lvm/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseThinDelta$$' -fuzztime 150000x ./lvmd/lvm/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 50000x ./lvmd/config/
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -fuzz '^FuzzImageHeader$$' -fuzztime 20000x ./node/golden/

@@ -34,6 +34,8 @@ type options struct {
 	listen          string
 	metricsAddress  string
 	lvmPath         string
+	dmsetupPath     string
+	thinDeltaPath   string
 	lvmMonitoring   bool
 	commandTimeout  time.Duration
 	refreshInterval time.Duration
@@ -46,6 +48,8 @@ func main() {
 	fs.StringVar(&o.listen, "listen", "unix:///run/thinlvm/lvmd.sock", "Where to serve gRPC: unix:///path (mode 0600) or tcp://HOST:PORT (tests only).")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "", "Serve Prometheus metrics on unix:///path (mode 0600: the node agent serves them again behind its authentication) or HOST:PORT (plain HTTP to anyone who reaches it; tests); empty for none.")
 	fs.StringVar(&o.lvmPath, "lvm-path", "lvm", "The lvm binary.")
+	fs.StringVar(&o.dmsetupPath, "dmsetup-path", "dmsetup", "The dmsetup binary (GetThinDelta reserves and releases thin pool metadata snapshots with it).")
+	fs.StringVar(&o.thinDeltaPath, "thin-delta-path", "thin_delta", "The thin_delta binary of thin-provisioning-tools (GetThinDelta).")
 	fs.BoolVar(&o.lvmMonitoring, "lvm-monitoring", true, "Let lvm register the volumes it activates with dmeventd (lvm.conf's activation/monitoring). In a container set it false: the host's dmeventd is not reachable from there, and lvm would start one of its own (see docs/lvmd.md).")
 	fs.DurationVar(&o.commandTimeout, "command-timeout", 2*time.Minute, "How long lvmd waits for one lvm command. A command is never killed: past this the caller gets DeadlineExceeded, the command runs to its end, and lvmd re-reads the report before the next one.")
 	fs.DurationVar(&o.refreshInterval, "refresh-interval", 30*time.Second, "Refresh the lvm report this often when nothing changed it.")
@@ -70,7 +74,7 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
-	runner := &lvm.ExecRunner{Path: o.lvmPath, OnRun: metrics.ObserveLVMCommand}
+	runner := &lvm.ExecRunner{Path: o.lvmPath, DMSetupPath: o.dmsetupPath, ThinDeltaPath: o.thinDeltaPath, OnRun: metrics.ObserveLVMCommand}
 	if !o.lvmMonitoring {
 		runner.Config = "activation/monitoring=0"
 	}

@@ -214,7 +214,10 @@ func TestImagesRun(t *testing.T) {
 		"thinlvm-controller": {{"/usr/local/bin/thinlvm-controller", "--help"}},
 		"thinlvm-scheduler":  {{"/usr/local/bin/thinlvm-scheduler", "--help"}},
 		"thinlvm-lvmd": {{"/usr/local/bin/thinlvm-lvmd", "--help"}, {"/sbin/lvm", "version"}, {"/usr/sbin/thin_check", "-V"},
-			{"/sbin/dmsetup", "--version"}},
+			{"/sbin/dmsetup", "--version"},
+			// lvmd's --dmsetup-path and --thin-delta-path defaults, found in
+			// the image's PATH.
+			{"dmsetup", "--version"}, {"thin_delta", "-V"}},
 		"thinlvm-node": {{"/usr/local/bin/thinlvm-node", "--help"}, {"/sbin/mkfs.ext4", "-V"}, {"/sbin/resize2fs", "-h"},
 			{"/sbin/mkfs.xfs", "-V"}, {"/usr/sbin/xfs_growfs", "-V"}, {"/usr/bin/qemu-img", "--version"},
 			{"/bin/mount", "--version"}, {"/usr/bin/prlimit", "--version"}, {"/sbin/blkid", "-V"}},

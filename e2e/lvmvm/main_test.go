@@ -59,6 +59,10 @@ const lvmdConfig = `deviceClasses:
   volumeGroup: vgmeta
   thinPool: pool
   overprovisionRatio: 10
+- name: delta
+  volumeGroup: vg-delta
+  thinPool: thin-pool
+  overprovisionRatio: 10
 `
 
 func TestMain(m *testing.M) {
@@ -69,7 +73,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var err error
-	testVM, err = Start(ctx, Options{Disks: []string{"16G", "1G", "1G", "16G", "96M", "256M", "1G", "3G"}, Log: os.Stderr})
+	testVM, err = Start(ctx, Options{Disks: []string{"16G", "1G", "1G", "16G", "96M", "256M", "1G", "3G", "1G"}, Log: os.Stderr})
 	if err != nil {
 		// No skip: a machine that cannot boot the VM fails the suite.
 		fmt.Fprintf(os.Stderr, "FAIL: boot the real-LVM VM: %v\n", err)
@@ -96,9 +100,13 @@ func run(m *testing.M) int {
 		{"lvm", "pvcreate", "--yes", "/dev/vdh"},
 		{"lvm", "vgcreate", "--physicalextentsize", "1M", "vgmeta", "/dev/vdh"},
 		{"lvm", "lvcreate", "--yes", "--type", "thin-pool", "--size", "2G", "--poolmetadatasize", "2M", "--chunksize", "64k", "--name", "pool", "vgmeta"},
+		// '-' in the names: device-mapper doubles them (TestGetThinDelta).
+		{"lvm", "pvcreate", "--yes", "/dev/vdi"},
+		{"lvm", "vgcreate", "vg-delta", "/dev/vdi"},
+		{"lvm", "lvcreate", "--yes", "--type", "thin-pool", "--size", "512M", "--poolmetadatasize", "8M", "--chunksize", "64k", "--name", "thin-pool", "vg-delta"},
 	} {
 		if _, err := testVM.Run(ctx, argv...); err != nil {
-			fmt.Fprintf(os.Stderr, "FAIL: set up vgmeta: %v\n", err)
+			fmt.Fprintf(os.Stderr, "FAIL: set up vgmeta and vg-delta: %v\n", err)
 			return 1
 		}
 	}

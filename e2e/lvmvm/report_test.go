@@ -59,8 +59,18 @@ func TestFullReportFromRealLVM(t *testing.T) {
 	if lv := rep.LV("vgsmall", "rep-inactive"); lv == nil || lv.Active() || lv.ReadOnly() {
 		t.Errorf("rep-inactive: %+v", lv)
 	}
-	if pool := rep.LV("vgsmall", "pool"); pool == nil || !pool.IsThinPool() || pool.MetadataPercent == 0 {
+	if pool := rep.LV("vgsmall", "pool"); pool == nil || !pool.IsThinPool() || pool.MetadataPercent == 0 || pool.ChunkSize != 64<<10 {
 		t.Errorf("pool: %+v", pool)
+	}
+	// The seg sub-report gives each thin LV its own thin id.
+	ids := map[uint32]string{}
+	for _, name := range []string{"rep-origin", "rep-ro", "rep-inactive"} {
+		lv := rep.LV("vgsmall", name)
+		if lv == nil || lv.ThinID == 0 || ids[lv.ThinID] != "" {
+			t.Errorf("%s: thin id of %+v missing or shared with %s", name, lv, ids[lv.ThinID])
+			continue
+		}
+		ids[lv.ThinID] = name
 	}
 	if *updateTestdata {
 		root, err := moduleRoot()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/thinlvm/thinlvm/api/lvmname"
 )
@@ -203,4 +204,82 @@ func (c *Client) SetErrorWhenFull(ctx context.Context, vg, pool string, errorWhe
 		return fmt.Errorf("set errorwhenfull of thin pool %s/%s to %s: %w", vg, pool, v, classify(err))
 	}
 	return nil
+}
+
+// ChangeTags adds and removes tags of an LV in one lvchange.
+func (c *Client) ChangeTags(ctx context.Context, vg, name string, add, del []string) error {
+	if err := validateNames(vg, name); err != nil {
+		return err
+	}
+	args, err := addTags([]string{"lvchange"}, add)
+	if err != nil {
+		return err
+	}
+	for _, t := range del {
+		if err := lvmname.ValidateTag(t); err != nil {
+			return err
+		}
+		args = append(args, "--deltag", t)
+	}
+	if _, err := c.Runner.Run(ctx, append(args, vg+"/"+name)...); err != nil {
+		return fmt.Errorf("change tags of lv %s/%s (add %q, remove %q): %w", vg, name, add, del, classify(err))
+	}
+	return nil
+}
+
+// DMName is the device-mapper name lvm gives the LV vg/lv, or one of its
+// layers (layer "-tpool", "_tmeta"; "" for the LV): each '-' inside the
+// names is doubled, one '-' joins them, and the layer follows as it is.
+func DMName(vg, lv, layer string) string {
+	return strings.ReplaceAll(vg, "-", "--") + "-" + strings.ReplaceAll(lv, "-", "--") + layer
+}
+
+// ReserveMetadataSnap takes a metadata snapshot of a thin pool (dmsetup
+// message <pool>-tpool 0 reserve_metadata_snap): thin_delta reads the
+// mappings from it, consistent while the pool goes on. A pool holds one at
+// a time: ErrMetadataSnapHeld when one is held. A pool whose -tpool device
+// is not active is ErrNotActive.
+func (c *Client) ReserveMetadataSnap(ctx context.Context, vg, pool string) error {
+	return c.poolMessage(ctx, vg, pool, "reserve_metadata_snap")
+}
+
+// ReleaseMetadataSnap releases a thin pool's metadata snapshot.
+func (c *Client) ReleaseMetadataSnap(ctx context.Context, vg, pool string) error {
+	return c.poolMessage(ctx, vg, pool, "release_metadata_snap")
+}
+
+func (c *Client) poolMessage(ctx context.Context, vg, pool, msg string) error {
+	if err := validateNames(vg, pool); err != nil {
+		return err
+	}
+	if _, err := c.Runner.Run(ctx, ToolDMSetup, "message", DMName(vg, pool, "-tpool"), "0", msg); err != nil {
+		return fmt.Errorf("%s of thin pool %s/%s: %w", msg, vg, pool, classifyDM(err))
+	}
+	return nil
+}
+
+// ThinDelta compares two thin devices of a pool, by thin id, in the
+// metadata snapshot the caller reserved (ReserveMetadataSnap): base and
+// id, or id with itself for the blocks it maps.
+func (c *Client) ThinDelta(ctx context.Context, vg, pool string, base, id uint32) (*ThinDelta, error) {
+	if err := validateNames(vg, pool); err != nil {
+		return nil, err
+	}
+	if base == 0 || id == 0 {
+		return nil, fmt.Errorf("%w: thin ids %d and %d: lvm numbers them from 1", ErrInvalid, base, id)
+	}
+	meta := "/dev/mapper/" + DMName(vg, pool, "_tmeta")
+	out, err := c.Runner.Run(ctx, ToolThinDelta, "-m", "--snap1", strconv.FormatUint(uint64(base), 10),
+		"--snap2", strconv.FormatUint(uint64(id), 10), meta)
+	if err != nil {
+		return nil, fmt.Errorf("thin_delta of thin ids %d and %d in pool %s/%s: %w", base, id, vg, pool, classifyDM(err))
+	}
+	d, err := ParseThinDelta(out)
+	if err != nil {
+		return nil, err
+	}
+	if d.Left != base || d.Right != id {
+		return nil, fmt.Errorf("thin_delta compared thin ids %d and %d, asked for %d and %d", d.Left, d.Right, base, id)
+	}
+	return d, nil
 }

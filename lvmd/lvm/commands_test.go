@@ -28,7 +28,7 @@ var fullReportArgv = []string{"fullreport", "--reportformat", "json", "--units",
 	"--configreport", "lv", "-o", "lv_uuid,lv_name,lv_path,lv_size,lv_attr,lv_tags,origin,pool_lv,vg_name,data_percent,metadata_percent,lv_when_full",
 	"--configreport", "pv", "-o,",
 	"--configreport", "pvseg", "-o,",
-	"--configreport", "seg", "-o,"}
+	"--configreport", "seg", "-o", "lv_uuid,thin_id,chunk_size"}
 
 func TestClientArgv(t *testing.T) {
 	const gib = 1 << 30
@@ -96,6 +96,24 @@ func TestClientArgv(t *testing.T) {
 			want: []string{"lvchange", "--errorwhenfull", "n", "vg0/pool"},
 		},
 		{
+			name: "ChangeTags",
+			call: func(ctx context.Context, c *lvm.Client) error {
+				return c.ChangeTags(ctx, "vg0", "a", []string{"x", "move:n2"}, []string{"lv:old"})
+			},
+			want: []string{"lvchange", "--addtag", "x", "--addtag", "move:n2", "--deltag", "lv:old", "vg0/a"},
+		},
+		{
+			// device-mapper doubles each '-' inside a name.
+			name: "ReserveMetadataSnap",
+			call: func(ctx context.Context, c *lvm.Client) error { return c.ReserveMetadataSnap(ctx, "vg-a", "my-pool") },
+			want: []string{"dmsetup", "message", "vg--a-my--pool-tpool", "0", "reserve_metadata_snap"},
+		},
+		{
+			name: "ReleaseMetadataSnap",
+			call: func(ctx context.Context, c *lvm.Client) error { return c.ReleaseMetadataSnap(ctx, "vg0", "pool") },
+			want: []string{"dmsetup", "message", "vg0-pool-tpool", "0", "release_metadata_snap"},
+		},
+		{
 			name: "FullReport",
 			call: func(ctx context.Context, c *lvm.Client) error {
 				_, err := c.FullReport(ctx, []string{"vg0", "vg1"})
@@ -152,6 +170,17 @@ func TestClientRefusesInvalidNames(t *testing.T) {
 		}},
 		{"FullReport", func(ctx context.Context, c *lvm.Client) error {
 			_, err := c.FullReport(ctx, []string{"vg0", "--all"})
+			return err
+		}},
+		{"ChangeTags add", func(ctx context.Context, c *lvm.Client) error {
+			return c.ChangeTags(ctx, "vg0", "a", []string{"--yes"}, nil)
+		}},
+		{"ChangeTags del", func(ctx context.Context, c *lvm.Client) error {
+			return c.ChangeTags(ctx, "vg0", "a", nil, []string{"a b"})
+		}},
+		{"ReserveMetadataSnap", func(ctx context.Context, c *lvm.Client) error { return c.ReserveMetadataSnap(ctx, "vg0", "pool x") }},
+		{"ThinDelta", func(ctx context.Context, c *lvm.Client) error {
+			_, err := c.ThinDelta(ctx, "-vg", "pool", 1, 2)
 			return err
 		}},
 	}
@@ -211,6 +240,27 @@ func TestClientClassifiesErrors(t *testing.T) {
 			want:   lvm.ErrInsufficientSpace,
 		},
 		{
+			name:   "ReserveMetadataSnap held",
+			stderr: "device-mapper: message ioctl on vg0-pool-tpool  failed: Device or resource busy\nCommand failed.",
+			call:   func(ctx context.Context, c *lvm.Client) error { return c.ReserveMetadataSnap(ctx, "vg0", "pool") },
+			want:   lvm.ErrMetadataSnapHeld,
+		},
+		{
+			name:   "ReserveMetadataSnap pool inactive",
+			stderr: "device-mapper: message ioctl on vg0-pool-tpool  failed: No such device or address\nCommand failed.",
+			call:   func(ctx context.Context, c *lvm.Client) error { return c.ReserveMetadataSnap(ctx, "vg0", "pool") },
+			want:   lvm.ErrNotActive,
+		},
+		{
+			name:   "ThinDelta thin id missing",
+			stderr: "Unable to find mapping tree for snap2 (9)\nUsage: thin_delta [options] <device or file>",
+			call: func(ctx context.Context, c *lvm.Client) error {
+				_, err := c.ThinDelta(ctx, "vg0", "pool", 1, 9)
+				return err
+			},
+			want: lvm.ErrNotFound,
+		},
+		{
 			name:   "FullReport vg missing",
 			stderr: "  Volume group \"vg9\" not found\n  Cannot process volume group vg9",
 			call: func(ctx context.Context, c *lvm.Client) error {
@@ -247,5 +297,28 @@ func TestClientFullReportParses(t *testing.T) {
 	c = &lvm.Client{Runner: &recorder{out: []byte("  garbage")}}
 	if r, err := c.FullReport(t.Context(), []string{"vg0"}); err == nil {
 		t.Errorf("FullReport of garbage = %+v, want an error", r)
+	}
+}
+
+func TestClientThinDelta(t *testing.T) {
+	r := &recorder{out: readTestdata(t, "thin_delta-base-vol.xml")}
+	c := &lvm.Client{Runner: r}
+	d, err := c.ThinDelta(t.Context(), "vg-a", "my-pool", 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"thin_delta", "-m", "--snap1", "1", "--snap2", "2", "/dev/mapper/vg--a-my--pool_tmeta"}}
+	if diff := cmp.Diff(want, r.calls); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+	if len(d.Ranges) != 5 || d.BlockSize() != 64<<10 {
+		t.Errorf("ThinDelta = %+v", d)
+	}
+	// The output must be of the ids asked for.
+	if _, err := c.ThinDelta(t.Context(), "vg-a", "my-pool", 2, 2); err == nil {
+		t.Error("ThinDelta took the diff of 1 and 2 for one of 2 with itself")
+	}
+	if _, err := c.ThinDelta(t.Context(), "vg-a", "my-pool", 0, 2); !errors.Is(err, lvm.ErrInvalid) {
+		t.Errorf("ThinDelta of thin id 0: %v, want ErrInvalid", err)
 	}
 }

@@ -33,6 +33,12 @@ var (
 	// ErrNotManaged: the LV exists without lvmd's tag, or in another device
 	// class's pool: lvmd does not touch it.
 	ErrNotManaged = errors.New("not managed by thinlvm")
+	// ErrNotActive: the thin pool's -tpool device is not active, so its
+	// metadata cannot be read.
+	ErrNotActive = errors.New("not active")
+	// ErrMetadataSnapHeld: the thin pool holds a metadata snapshot already
+	// (a pool holds one at a time).
+	ErrMetadataSnapHeld = errors.New("metadata snapshot held")
 )
 
 // classified wraps a *CommandError with the sentinel its stderr shows.
@@ -81,6 +87,36 @@ func classify(err error) error {
 	}
 	if vgNotFound.MatchString(s) {
 		return &classified{sentinel: ErrNotFound, cause: cerr}
+	}
+	return err
+}
+
+// dmClasses are the stderr fragments of dmsetup and thin_delta (LC_ALL=C),
+// apart from lvm's: "busy" means another thing to dmsetup message than to
+// lvm.
+var dmClasses = []struct {
+	fragment string
+	sentinel error
+}{
+	// dmsetup message: the kernel's EBUSY to reserve_metadata_snap.
+	{"failed: device or resource busy", ErrMetadataSnapHeld},
+	// dmsetup message to a device that is not there (ENXIO).
+	{"failed: no such device or address", ErrNotActive},
+	// thin_delta: no such thin id in the pool's metadata.
+	{"unable to find mapping tree", ErrNotFound},
+}
+
+// classifyDM is classify for dmsetup and thin_delta.
+func classifyDM(err error) error {
+	var cerr *CommandError
+	if !errors.As(err, &cerr) {
+		return err
+	}
+	s := strings.ToLower(cerr.Stderr)
+	for _, c := range dmClasses {
+		if strings.Contains(s, c.fragment) {
+			return &classified{sentinel: c.sentinel, cause: cerr}
+		}
 	}
 	return err
 }

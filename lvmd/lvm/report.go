@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -36,6 +37,12 @@ type LV struct {
 	// (up to dm-thin's no_space_timeout, 60 s by default) for it to grow;
 	// empty for other LVs.
 	WhenFull string
+	// ThinID is a thin LV's device id in its pool's metadata (what
+	// thin_delta names it by); lvm numbers them from 1, and 0 is "not
+	// known": another LV type, or a view lvmd amended without it.
+	ThinID uint32
+	// ChunkSize is a thin pool's block size in bytes; 0 for other LVs.
+	ChunkSize uint64
 }
 
 // PoolHealth is a thin pool's state as lvm's lv_attr shows it.
@@ -133,6 +140,10 @@ func (r *Report) Clone() *Report {
 var (
 	vgFields = "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size"
 	lvFields = "lv_uuid,lv_name,lv_path,lv_size,lv_attr,lv_tags,origin,pool_lv,vg_name,data_percent,metadata_percent,lv_when_full"
+	// segFields are segment fields, which lvm refuses in the lv
+	// sub-report ("contains columns which lead to change of report
+	// type"): they come in the seg sub-report, joined to the LV by uuid.
+	segFields = "lv_uuid,thin_id,chunk_size"
 )
 
 // FullReportArgs is the one read command lvmd runs: VGs and LVs in one lvm
@@ -143,20 +154,23 @@ func FullReportArgs(vgs []string) []string {
 		"--configreport", "lv", "-o", lvFields,
 		"--configreport", "pv", "-o,",
 		"--configreport", "pvseg", "-o,",
-		"--configreport", "seg", "-o,"}
+		"--configreport", "seg", "-o", segFields}
 	return append(args, vgs...)
 }
 
 type wireReport struct {
 	Report []struct {
-		VG []map[string]string `json:"vg"`
-		LV []map[string]string `json:"lv"`
+		VG  []map[string]string `json:"vg"`
+		LV  []map[string]string `json:"lv"`
+		Seg []map[string]string `json:"seg"`
 	} `json:"report"`
 }
 
 // ParseFullReport parses the JSON of `lvm fullreport --reportformat json
 // --units b --nosuffix`. Every value in lvm's JSON is a string; empty
-// objects (switched-off sub-reports) and hidden LVs are skipped.
+// objects (switched-off sub-reports) and hidden LVs are skipped. Segment
+// rows give their LV its ThinID and ChunkSize (thin LVs and pools have one
+// segment; of an LV with several, the first counts).
 func ParseFullReport(data []byte) (*Report, error) {
 	var w wireReport
 	if err := json.Unmarshal(data, &w); err != nil {
@@ -185,7 +199,46 @@ func ParseFullReport(data []byte) (*Report, error) {
 			r.LVs = append(r.LVs, lv)
 		}
 	}
+	seen := map[string]bool{}
+	for _, part := range w.Report {
+		for _, m := range part.Seg {
+			uuid := m["lv_uuid"]
+			if len(m) == 0 || uuid == "" || seen[uuid] {
+				continue
+			}
+			seen[uuid] = true
+			if err := r.addSegment(uuid, m); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return r, nil
+}
+
+// addSegment sets the segment fields of the LV of uuid, when listed.
+func (r *Report) addSegment(uuid string, m map[string]string) error {
+	i := slices.IndexFunc(r.LVs, func(lv LV) bool { return lv.UUID == uuid })
+	if i < 0 {
+		return nil // a hidden LV's
+	}
+	lv := &r.LVs[i]
+	if s := m["thin_id"]; s != "" {
+		id, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return fmt.Errorf("parse lvm report: field thin_id=%q of lv %s: %w", s, lv.Name, err)
+		}
+		lv.ThinID = uint32(id)
+	}
+	if s := m["chunk_size"]; s != "" {
+		c, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("parse lvm report: field chunk_size=%q of lv %s: %w", s, lv.Name, err)
+		}
+		if lv.IsThinPool() {
+			lv.ChunkSize = c
+		}
+	}
+	return nil
 }
 
 func parseVG(m map[string]string) (VG, error) {

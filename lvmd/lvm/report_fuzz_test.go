@@ -22,13 +22,16 @@ import (
 // present and decimal; every non-empty LV object whose name is not a hidden
 // "[name]", with its size present and decimal, its percentages empty or
 // numbers from 0 up (not NaN or infinite) and its tags the comma-separated
-// lv_tags. ok is false when data holds a VG or LV that breaks those rules,
+// lv_tags; the first non-empty seg object of a listed LV's uuid gives it
+// its thin_id (empty or a uint32) and, a thin pool, its chunk_size (empty
+// or decimal). ok is false when data holds a VG or LV that breaks those rules,
 // or is not such JSON at all.
 func wantReport(data []byte) (r *lvm.Report, ok bool) {
 	var w struct {
 		Report []struct {
-			VG []map[string]string `json:"vg"`
-			LV []map[string]string `json:"lv"`
+			VG  []map[string]string `json:"vg"`
+			LV  []map[string]string `json:"lv"`
+			Seg []map[string]string `json:"seg"`
 		} `json:"report"`
 	}
 	if json.Unmarshal(data, &w) != nil {
@@ -67,12 +70,42 @@ func wantReport(data []byte) (r *lvm.Report, ok bool) {
 				continue
 			}
 			lv := lvm.LV{Name: m["lv_name"], VG: m["vg_name"], UUID: m["lv_uuid"], Path: m["lv_path"],
-				Size: size(m, "lv_size"), Attr: m["lv_attr"], Origin: m["origin"], Pool: m["pool_lv"],
+				Size: size(m, "lv_size"), Attr: m["lv_attr"], Origin: m["origin"], Pool: m["pool_lv"], WhenFull: m["lv_when_full"],
 				DataPercent: percent(m, "data_percent"), MetadataPercent: percent(m, "metadata_percent")}
 			if m["lv_tags"] != "" {
 				lv.Tags = strings.Split(m["lv_tags"], ",")
 			}
 			r.LVs = append(r.LVs, lv)
+		}
+	}
+	seen := map[string]bool{}
+	for _, part := range w.Report {
+		for _, m := range part.Seg {
+			uuid := m["lv_uuid"]
+			if len(m) == 0 || uuid == "" || seen[uuid] {
+				continue
+			}
+			seen[uuid] = true
+			i := slices.IndexFunc(r.LVs, func(lv lvm.LV) bool { return lv.UUID == uuid })
+			if i < 0 {
+				continue
+			}
+			if s := m["thin_id"]; s != "" {
+				id, err := strconv.ParseUint(s, 10, 32)
+				if err != nil {
+					ok = false
+				}
+				r.LVs[i].ThinID = uint32(id)
+			}
+			if s := m["chunk_size"]; s != "" {
+				c, err := strconv.ParseUint(s, 10, 64)
+				if err != nil {
+					ok = false
+				}
+				if r.LVs[i].IsThinPool() {
+					r.LVs[i].ChunkSize = c
+				}
+			}
 		}
 	}
 	return r, ok
@@ -85,7 +118,7 @@ func wantReport(data []byte) (r *lvm.Report, ok bool) {
 func fuzzReportSeeds(f *testing.F) [][]byte {
 	f.Helper()
 	var seeds [][]byte
-	for _, name := range []string{"fullreport-lvmd-style.json", "fullreport-vm.json", "lvs-all.json", "vgs.json"} {
+	for _, name := range []string{"fullreport-lvmd-style.json", "fullreport-vm.json", "fullreport-thin-ids.json", "lvs-all.json", "vgs.json"} {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)

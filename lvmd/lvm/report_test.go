@@ -13,7 +13,7 @@ import (
 )
 
 // The testdata files are lvm2 2.03.16's output, captured in the VM.
-func readTestdata(t *testing.T, name string) []byte {
+func readTestdata(t testing.TB, name string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
@@ -275,7 +275,7 @@ func TestParseFullReportCapturedFromVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantVGs := []lvm.VG{{Name: "vgsmall", UUID: "TMccqb-GuRr-yduQ-965U-vzIh-m9sW-fppVgR", Size: 1069547520, Free: 994050048, ExtentSize: 4 << 20}}
+	wantVGs := []lvm.VG{{Name: "vgsmall", UUID: "bGLlwK-z6We-8vMD-jMt0-9kpF-kKQh-u9mhIv", Size: 1069547520, Free: 994050048, ExtentSize: 4 << 20}}
 	if d := cmp.Diff(wantVGs, r.VGs); d != "" {
 		t.Errorf("VGs (-want +got):\n%s", d)
 	}
@@ -283,23 +283,55 @@ func TestParseFullReportCapturedFromVM(t *testing.T) {
 		Size                          uint64
 		Origin, Pool, Tags            string
 		Pool0, Thin, ReadOnly, Active bool
+		ThinID                        uint32
+		ChunkSize                     uint64
 	}
 	got := map[string]facts{}
 	for i := range r.LVs {
 		lv := &r.LVs[i]
 		got[lv.Name] = facts{Size: lv.Size, Origin: lv.Origin, Pool: lv.Pool, Tags: strings.Join(lv.Tags, ","),
-			Pool0: lv.IsThinPool(), Thin: lv.IsThin(), ReadOnly: lv.ReadOnly(), Active: lv.Active()}
+			Pool0: lv.IsThinPool(), Thin: lv.IsThin(), ReadOnly: lv.ReadOnly(), Active: lv.Active(), ThinID: lv.ThinID, ChunkSize: lv.ChunkSize}
 	}
 	want := map[string]facts{
-		"pool":         {Size: 64 << 20, Pool0: true, Active: true},
-		"rep-origin":   {Size: 16 << 20, Pool: "pool", Tags: "lv:rep-origin,thinlvm", Thin: true, Active: true},
-		"rep-ro":       {Size: 16 << 20, Origin: "rep-origin", Pool: "pool", Tags: "thinlvm", Thin: true, ReadOnly: true, Active: true},
-		"rep-inactive": {Size: 16 << 20, Origin: "rep-origin", Pool: "pool", Thin: true},
+		"pool":         {Size: 64 << 20, Pool0: true, Active: true, ChunkSize: 64 << 10},
+		"rep-origin":   {Size: 16 << 20, Pool: "pool", Tags: "lv:rep-origin,thinlvm", Thin: true, Active: true, ThinID: 1},
+		"rep-ro":       {Size: 16 << 20, Origin: "rep-origin", Pool: "pool", Tags: "thinlvm", Thin: true, ReadOnly: true, Active: true, ThinID: 2},
+		"rep-inactive": {Size: 16 << 20, Origin: "rep-origin", Pool: "pool", Thin: true, ThinID: 3},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("LVs (-want +got):\n%s", d)
 	}
 	if pool := r.LV("vgsmall", "pool"); pool.MetadataPercent != 10.94 || pool.DataPercent != 0 {
 		t.Errorf("pool use %v/%v, want 0/10.94", pool.DataPercent, pool.MetadataPercent)
+	}
+}
+
+// fullreport-thin-ids.json is lvmd's report command with the seg
+// sub-report, captured in the VM from a VG and pool with '-' in their names:
+// thin LVs get their thin_id, the pool its chunk_size; the thin LVs' own
+// chunk_size (0) is not a pool's.
+func TestParseFullReportSegments(t *testing.T) {
+	r, err := lvm.ParseFullReport(readTestdata(t, "fullreport-thin-ids.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type seg struct {
+		ThinID    uint32
+		ChunkSize uint64
+	}
+	got := map[string]seg{}
+	for _, lv := range r.LVs {
+		got[lv.Name] = seg{lv.ThinID, lv.ChunkSize}
+	}
+	want := map[string]seg{"base": {ThinID: 1}, "vol": {ThinID: 2}, "empty": {ThinID: 3}, "my-pool": {ChunkSize: 64 << 10}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("segment fields (-want +got):\n%s", d)
+	}
+	for _, bad := range []string{`"thin_id":"x"`, `"thin_id":"4294967296"`, `"chunk_size":"-1"`} {
+		data := []byte(`{"report":[{"lv":[{"lv_uuid":"u","lv_name":"p","vg_name":"vg","lv_size":"1","lv_attr":"twi-aotz--"}],
+			"seg":[{"lv_uuid":"u",` + bad + `}]}]}`)
+		if _, err := lvm.ParseFullReport(data); err == nil {
+			t.Errorf("segment %s parsed without error", bad)
+		}
 	}
 }

@@ -14,8 +14,10 @@ import (
 )
 
 // Runner runs one lvm command (lvm's first argument is the subcommand, e.g.
-// "lvcreate") and returns its standard output. A failed command returns a
-// *CommandError.
+// "lvcreate") and returns its standard output. A first argument ToolDMSetup
+// or ToolThinDelta runs that device-mapper tool instead, with the arguments
+// after it: they go through the same seam, lock and metrics as lvm. A failed
+// command returns a *CommandError.
 //
 // A Runner must never kill a command it started: lvm killed in the middle
 // of a device-mapper suspend can leave a thin pool suspended, and then every
@@ -29,10 +31,27 @@ type Runner interface {
 	Run(ctx context.Context, args ...string) ([]byte, error)
 }
 
+// The tools other than lvm that a Runner runs: args[0] names the tool, the
+// rest are its arguments.
+const (
+	// ToolDMSetup is dmsetup (device-mapper messages to a thin pool).
+	ToolDMSetup = "dmsetup"
+	// ToolThinDelta is thin_delta of thin-provisioning-tools.
+	ToolThinDelta = "thin_delta"
+)
+
+// isTool tells whether args run a tool other than lvm.
+func isTool(args []string) bool {
+	return len(args) > 0 && (args[0] == ToolDMSetup || args[0] == ToolThinDelta)
+}
+
 // ExecRunner runs the lvm binary as a child process.
 type ExecRunner struct {
 	// Path is the lvm binary, "lvm" (looked up in PATH) when empty.
 	Path string
+	// DMSetupPath and ThinDeltaPath are the binaries of ToolDMSetup and
+	// ToolThinDelta, their names (looked up in PATH) when empty.
+	DMSetupPath, ThinDeltaPath string
 	// Prefix is put before Path, e.g. {"nsenter", "-t", "1", "-m", "--"} to run
 	// lvm in the host's mount namespace from a container.
 	Prefix []string
@@ -57,11 +76,7 @@ func (r *ExecRunner) Run(ctx context.Context, args ...string) ([]byte, error) {
 		// Nothing runs that its caller no longer waits for.
 		return nil, &CommandError{Args: args, ExitCode: -1, err: fmt.Errorf("not started: %w", err)}
 	}
-	path := r.Path
-	if path == "" {
-		path = "lvm"
-	}
-	argv := append(append(append([]string{}, r.Prefix...), path), withConfig(args, r.Config)...)
+	argv := append(append([]string{}, r.Prefix...), r.argv(args)...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// LC_ALL=C: messages that errors are classified by must not be translated.
 	cmd.Env = append(os.Environ(), "LC_ALL=C", "LVM_SUPPRESS_FD_WARNINGS=1")
@@ -106,6 +121,25 @@ func (r *ExecRunner) Run(ctx context.Context, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
+// argv is the command line of args, without Prefix.
+func (r *ExecRunner) argv(args []string) []string {
+	if isTool(args) {
+		path := args[0]
+		switch {
+		case args[0] == ToolDMSetup && r.DMSetupPath != "":
+			path = r.DMSetupPath
+		case args[0] == ToolThinDelta && r.ThinDeltaPath != "":
+			path = r.ThinDeltaPath
+		}
+		return append([]string{path}, args[1:]...)
+	}
+	path := r.Path
+	if path == "" {
+		path = "lvm"
+	}
+	return append([]string{path}, withConfig(args, r.Config)...)
+}
+
 // withConfig gives the lvm command args the configuration cfg: in front of
 // the value of its own --config, or as a --config after the subcommand.
 func withConfig(args []string, cfg string) []string {
@@ -128,7 +162,7 @@ func (r *ExecRunner) observe(args []string, start time.Time, err error) {
 	}
 }
 
-// CommandError is a failed lvm command.
+// CommandError is a failed lvm (or ToolDMSetup, ToolThinDelta) command.
 type CommandError struct {
 	Args     []string
 	ExitCode int
@@ -141,7 +175,7 @@ func (e *CommandError) Error() string {
 	if msg == "" && e.err != nil {
 		msg = e.err.Error()
 	}
-	return fmt.Sprintf("lvm %s: exit code %d: %s", strings.Join(e.Args, " "), e.ExitCode, msg)
+	return fmt.Sprintf("%s: exit code %d: %s", commandLine(e.Args), e.ExitCode, msg)
 }
 
 // Unwrap returns the underlying exec error.
@@ -161,8 +195,17 @@ type StillRunningError struct {
 }
 
 func (e *StillRunningError) Error() string {
-	return fmt.Sprintf("lvm %s: stopped waiting, the command runs on: %v", strings.Join(e.Args, " "), e.Err)
+	return fmt.Sprintf("%s: stopped waiting, the command runs on: %v", commandLine(e.Args), e.Err)
 }
 
 // Unwrap returns the context's error.
 func (e *StillRunningError) Unwrap() error { return e.Err }
+
+// commandLine is args as a message shows them: "lvm lvcreate ...", or
+// "dmsetup message ..." for a tool.
+func commandLine(args []string) string {
+	if isTool(args) {
+		return strings.Join(args, " ")
+	}
+	return "lvm " + strings.Join(args, " ")
+}

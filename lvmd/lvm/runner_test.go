@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,5 +232,33 @@ func TestExecRunnerConfig(t *testing.T) {
 		if string(out) != want {
 			t.Errorf("lvm %s ran with %q, want %q", args, out, want)
 		}
+	}
+}
+
+// dmsetup and thin_delta run their own binaries with the arguments after
+// the tool's name, and no lvm --config; lvm's path does not serve them.
+func TestExecRunnerTools(t *testing.T) {
+	t.Setenv(helperEnv, "1")
+	var mu sync.Mutex
+	var observed []string
+	r := &lvm.ExecRunner{Path: "/nonexistent/lvm", DMSetupPath: os.Args[0], ThinDeltaPath: os.Args[0], Config: "activation/monitoring=0",
+		OnRun: func(sub string, _ float64, _ error) { mu.Lock(); observed = append(observed, sub); mu.Unlock() }}
+	for _, tool := range []string{lvm.ToolDMSetup, lvm.ToolThinDelta} {
+		out, err := r.Run(context.Background(), tool, "echo", "vg--a-pool-tpool", "0", "reserve_metadata_snap")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "vg--a-pool-tpool 0 reserve_metadata_snap"; string(out) != want {
+			t.Errorf("%s ran with %q, want %q", tool, out, want)
+		}
+	}
+	_, err := r.Run(context.Background(), lvm.ToolDMSetup, "fail")
+	var cerr *lvm.CommandError
+	if !errors.As(err, &cerr) || !strings.HasPrefix(cerr.Error(), "dmsetup fail: exit code 5") {
+		t.Errorf("failed dmsetup: %v, want a CommandError naming dmsetup", err)
+	}
+	waitFor(t, "three observed runs", func() bool { mu.Lock(); defer mu.Unlock(); return len(observed) == 3 })
+	if want := []string{"dmsetup", "thin_delta", "dmsetup"}; strings.Join(observed, " ") != strings.Join(want, " ") {
+		t.Errorf("observed %q, want %q", observed, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/thinlvm/thinlvm/api/lvmname"
 	"github.com/thinlvm/thinlvm/lvmd/config"
@@ -367,9 +368,17 @@ func (s *lvService) ResizeLV(ctx context.Context, req *pb.ResizeLVRequest) (*pb.
 
 func (s *lvService) ChangeLV(ctx context.Context, req *pb.ChangeLVRequest) (*pb.ChangeLVResponse, error) {
 	d := s.d
-	r, err := d.validate(req.GetName(), req.GetDeviceClass(), nil)
+	r, err := d.validate(req.GetName(), req.GetDeviceClass(), slices.Concat(req.GetAddTags(), req.GetDelTags()))
 	if err != nil {
 		return nil, err
+	}
+	for _, t := range req.GetDelTags() {
+		if t == managedTag {
+			return nil, fmt.Errorf("%w: the %q tag cannot be removed", lvm.ErrInvalid, managedTag)
+		}
+		if slices.Contains(req.GetAddTags(), t) {
+			return nil, fmt.Errorf("%w: tag %q both added and removed", lvm.ErrInvalid, t)
+		}
 	}
 	resp := &pb.ChangeLVResponse{}
 	err = d.withLV(ctx, r, func(mctx context.Context, lv *lvm.LV) error {
@@ -382,6 +391,29 @@ func (s *lvService) ChangeLV(ctx context.Context, req *pb.ChangeLVRequest) (*pb.
 				return err
 			}
 			d.store.amend(func(rep *lvm.Report) { setAttr(rep.LV(r.dc.VolumeGroup, r.name), 1, req.GetReadOnly(), 'r', 'w') })
+		}
+		// Only the tags that change: lvm would warn of the others, and none
+		// changing starts no process.
+		var add, del []string
+		for _, t := range req.GetAddTags() {
+			if !lv.HasTag(t) && !slices.Contains(add, t) {
+				add = append(add, t)
+			}
+		}
+		for _, t := range req.GetDelTags() {
+			if lv.HasTag(t) && !slices.Contains(del, t) {
+				del = append(del, t)
+			}
+		}
+		if len(add) > 0 || len(del) > 0 {
+			if err := d.lvm.ChangeTags(mctx, r.dc.VolumeGroup, r.name, add, del); err != nil {
+				return err
+			}
+			d.store.amend(func(rep *lvm.Report) {
+				if lv := rep.LV(r.dc.VolumeGroup, r.name); lv != nil {
+					lv.Tags = append(slices.DeleteFunc(lv.Tags, func(t string) bool { return slices.Contains(del, t) }), add...)
+				}
+			})
 		}
 		if req.Active != nil && req.GetActive() != lv.Active() {
 			if err := d.lvm.SetActive(mctx, r.dc.VolumeGroup, r.name, req.GetActive()); err != nil {

@@ -59,11 +59,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"method", "code"}),
 		lvmCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "lvm_commands_total",
-			Help: "lvm processes lvmd started, by subcommand and result.",
+			Help: "lvm processes lvmd started, by subcommand (dmsetup and thin_delta by their names) and result.",
 		}, []string{"command", "result"}),
 		lvmDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "lvm_command_duration_seconds",
-			Help: "Run time of lvm processes, by subcommand.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+			Help: "Run time of lvm processes, by subcommand (dmsetup and thin_delta by their names).", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
 		}, []string{"command"}),
 		vgSize:        gauge("vg_size_bytes", "Size of the device class's volume group."),
 		vgFree:        gauge("vg_free_bytes", "Free space of the device class's volume group."),

@@ -56,6 +56,8 @@ type Pool struct {
 	// Inactive is a pool an administrator deactivated (lvchange -an, e.g.
 	// to repair it): no "a" in its attributes and no data or metadata use.
 	Inactive bool
+	// ChunkSize is the pool's block size; 0 reports lvm2's default, 64 KiB.
+	ChunkSize uint64
 }
 
 // LV is a simulated thin LV or thin snapshot (Origin set).
@@ -73,6 +75,9 @@ type LV struct {
 	SkipActivation bool
 	// DataPercent is the LV's share of its own size that is written.
 	DataPercent float64
+	// ThinID is the LV's thin device id; 0 gets the next free one in the
+	// VG at the next command.
+	ThinID uint32
 }
 
 // Failure makes a command fail without changing anything.
@@ -109,6 +114,8 @@ type Runner struct {
 	calls  [][]string
 	counts map[string]int
 	nextID int
+	// held are the pools ("vg/pool") that hold a metadata snapshot.
+	held map[string]bool
 }
 
 var _ lvm.Runner = (*Runner)(nil)
@@ -186,6 +193,9 @@ func (r *Runner) run(args []string) ([]byte, error) {
 			return nil, &lvm.CommandError{Args: args, ExitCode: code, Stderr: f.Stderr}
 		}
 	}
+	for i := range r.LVs { // the LVs a test set or added, in their order
+		r.thinID(&r.LVs[i])
+	}
 	c := &command{args: args}
 	var out string
 	var err error
@@ -200,6 +210,10 @@ func (r *Runner) run(args []string) ([]byte, error) {
 		out, err = r.lvremove(c)
 	case "lvchange":
 		out, err = r.lvchange(c)
+	case lvm.ToolDMSetup:
+		out, err = r.dmsetup(c)
+	case lvm.ToolThinDelta:
+		out, err = r.thinDelta(c)
 	default:
 		err = c.unsupported("subcommand %q", sub)
 	}
@@ -367,7 +381,7 @@ type command struct {
 var (
 	valueOptions = map[string]bool{
 		"--virtualsize": true, "--name": true, "--addtag": true, "--activate": true, "--setactivationskip": true,
-		"--permission": true, "--size": true, "--config": true, "--zero": true, "--errorwhenfull": true,
+		"--permission": true, "--size": true, "--config": true, "--zero": true, "--errorwhenfull": true, "--deltag": true,
 	}
 	boolOptions = map[string]bool{"--ignoreactivationskip": true, "--yes": true, "--force": true, "--thin": true, "--snapshot": true, "--use-policies": true}
 )
@@ -574,6 +588,7 @@ func (r *Runner) lvcreate(c *command) (string, error) {
 		return "", err
 	}
 	lv.UUID = r.uuid()
+	r.thinID(&lv)
 	r.LVs = append(r.LVs, lv)
 	return fmt.Sprintf("  Logical volume \"%s\" created.\n", name), nil
 }
@@ -674,8 +689,9 @@ func (r *Runner) growPool(c *command, vg *VG, p *Pool, by uint64) (string, error
 		vg.Name, p.Name, old/ext, p.Size/ext, vg.Name, p.Name), nil
 }
 
-// lvchange changes one thin LV's permission (--permission r|rw) or
-// activation (--activate y|n), one at a time.
+// lvchange changes one thin LV's permission (--permission r|rw),
+// activation (--activate y|n) or tags (--addtag, --deltag), one kind at a
+// time.
 func (r *Runner) lvchange(c *command) (string, error) {
 	if err := c.parse(); err != nil {
 		return "", err
@@ -696,6 +712,23 @@ func (r *Runner) lvchange(c *command) (string, error) {
 	}
 	perm, hasPerm := c.value("--permission")
 	act, hasAct := c.value("--activate")
+	if add, del := c.values["--addtag"], c.values["--deltag"]; len(add) > 0 || len(del) > 0 {
+		if hasPerm || hasAct {
+			return "", c.unsupported("tag changes with other changes")
+		}
+		for _, t := range slices.Concat(add, del) {
+			if err := lvmname.ValidateTag(t); err != nil {
+				return "", c.fail("Invalid tag %s.", t)
+			}
+		}
+		for _, t := range add {
+			if !slices.Contains(lv.Tags, t) {
+				lv.Tags = append(lv.Tags, t)
+			}
+		}
+		lv.Tags = slices.DeleteFunc(lv.Tags, func(t string) bool { return slices.Contains(del, t) })
+		return fmt.Sprintf("  Logical volume %s/%s changed.\n", vgName, name), nil
+	}
 	switch {
 	case hasPerm && !hasAct:
 		if perm != "r" && perm != "rw" {
@@ -1026,8 +1059,10 @@ func poolRow(p *Pool) row {
 			return p.Name, true
 		case "lv_full_name":
 			return p.VG + "/" + p.Name, true
-		case "lv_path", "lv_tags", "origin", "pool_lv":
+		case "lv_path", "lv_tags", "origin", "pool_lv", "thin_id":
 			return "", true
+		case "chunk_size":
+			return strconv.FormatUint(chunkSize(p), 10), true
 		case "lv_size":
 			return strconv.FormatUint(p.Size, 10), true
 		case "lv_attr":
@@ -1087,9 +1122,39 @@ func lvRow(lv *LV, devDir string) row {
 			return percent(lv.DataPercent), true
 		case "metadata_percent", "lv_when_full":
 			return "", true
+		case "thin_id":
+			return strconv.FormatUint(uint64(lv.ThinID), 10), true
+		case "chunk_size":
+			return "0", true
 		}
 		return "", false
 	}
+}
+
+// DefaultChunkSize is the block size of a pool whose ChunkSize is 0:
+// lvm2's default for a small pool, 64 KiB.
+const DefaultChunkSize = 64 << 10
+
+func chunkSize(p *Pool) uint64 {
+	if p.ChunkSize == 0 {
+		return DefaultChunkSize
+	}
+	return p.ChunkSize
+}
+
+// thinID gives lv a thin id when it has none: one above the VG's highest,
+// as lvm numbers them.
+func (r *Runner) thinID(lv *LV) uint32 {
+	if lv.ThinID == 0 {
+		var top uint32
+		for _, o := range r.LVs {
+			if o.VG == lv.VG && o.ThinID > top {
+				top = o.ThinID
+			}
+		}
+		lv.ThinID = top + 1
+	}
+	return lv.ThinID
 }
 
 // attr is a thin LV's lv_attr, e.g. "Vwi-a-tz--", "Vri---tz-k".
