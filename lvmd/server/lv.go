@@ -76,6 +76,9 @@ func (d *Daemon) devicePath(vg, name string) string {
 // inactive or over its high-water mark or the device class has less
 // available. An over-full pool with autoextend on is grown first. Called with
 // the lock held.
+//
+// A transient snapshot (need 0) is checked only for the
+// pool's state and high-water mark: it adds no data and goes soon.
 func (d *Daemon) checkRoom(ctx context.Context, dc *config.DeviceClass, need uint64) error {
 	c, err := capacity(dc, d.store.current().report)
 	if err != nil {
@@ -202,6 +205,9 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 	if req.GetSourceName() == req.GetName() {
 		return nil, fmt.Errorf("%w: snapshot and source have the same name %q", lvm.ErrInvalid, req.GetName())
 	}
+	if req.GetTransient() && (!req.GetReadOnly() || req.GetSizeBytes() > 0) {
+		return nil, fmt.Errorf("%w: a transient snapshot is read-only, of its source's size", lvm.ErrInvalid)
+	}
 	vol, err := d.retryOnExists(ctx, func(mctx context.Context) (*pb.LogicalVolume, bool, error) {
 		rep := d.store.current().report
 		src, err := lookup(rep, request{dc: r.dc, name: req.GetSourceName()})
@@ -238,7 +244,11 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 			}
 			return d.toProto(r.dc, existing), true, nil
 		}
-		if err := d.checkRoom(mctx, r.dc, size); err != nil {
+		need := size
+		if req.GetTransient() {
+			need = 0 // not counted against the overprovision ratio
+		}
+		if err := d.checkRoom(mctx, r.dc, need); err != nil {
 			return nil, true, err
 		}
 		tags := withTags(req.GetTags())

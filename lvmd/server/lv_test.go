@@ -903,6 +903,32 @@ func TestCreateLVIdempotentWhenFull(t *testing.T) {
 	wantCode(t, err, codes.ResourceExhausted)
 }
 
+// A transient snapshot (a copy's point in time) is not counted against the
+// overprovision ratio: a full device class still makes one; it must be
+// read-only and of its source's size.
+func TestCreateTransientSnapshotWhenFull(t *testing.T) {
+	e := newEnv(t, testConfig(), testRunner(), envOptions{})
+	if _, err := e.lv.CreateLV(t.Context(), &pb.CreateLVRequest{Name: "big", SizeBytes: 14 * gib, Tags: []string{"lv:big"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.lv.CreateSnapshot(t.Context(), &pb.CreateSnapshotRequest{Name: "plain", SourceName: "big", ReadOnly: true})
+	wantCode(t, err, codes.ResourceExhausted)
+	got, err := e.lv.CreateSnapshot(t.Context(), &pb.CreateSnapshotRequest{Name: "tx", SourceName: "big", ReadOnly: true, Transient: true})
+	if err != nil {
+		t.Fatalf("transient snapshot of a full class: %v", err)
+	}
+	if v := got.GetVolume(); !v.GetReadOnly() || v.GetOrigin() != "big" || v.GetSizeBytes() != 14*gib {
+		t.Errorf("transient snapshot %v", v)
+	}
+	for _, req := range []*pb.CreateSnapshotRequest{
+		{Name: "rw", SourceName: "big", Transient: true},
+		{Name: "larger", SourceName: "big", ReadOnly: true, Transient: true, SizeBytes: 15 * gib},
+	} {
+		_, err := e.lv.CreateSnapshot(t.Context(), req)
+		wantCode(t, err, codes.InvalidArgument)
+	}
+}
+
 func TestChangeLV(t *testing.T) {
 	ro, rw, on, off := new(true), new(false), new(true), new(false)
 	tests := []struct {

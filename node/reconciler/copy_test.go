@@ -28,62 +28,6 @@ import (
 	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
 )
 
-// block is the simulated thin pool's block size.
-const block = 64 << 10
-
-// deltaLVMD is lvmd whose GetThinDelta reads the LVs' backing files, as
-// the simulated lvm keeps no pool metadata: a block is mapped when it is
-// not all zeros, and differs from the base's when its bytes do.
-type deltaLVMD struct{ *lvmdtest.LVMD }
-
-func (d deltaLVMD) GetThinDelta(ctx context.Context, req *pb.GetThinDeltaRequest, _ ...grpc.CallOption) (*pb.GetThinDeltaResponse, error) {
-	read := func(name string) ([]byte, error) {
-		got, err := d.GetLV(ctx, &pb.GetLVRequest{Name: name, DeviceClass: req.GetDeviceClass()})
-		if err != nil {
-			return nil, err
-		}
-		return os.ReadFile(got.GetVolume().GetDevicePath())
-	}
-	lv, err := read(req.GetName())
-	if err != nil {
-		return nil, err
-	}
-	var base []byte
-	if req.GetBaseName() != "" {
-		if base, err = read(req.GetBaseName()); err != nil {
-			return nil, err
-		}
-	}
-	resp := &pb.GetThinDeltaResponse{BlockSizeBytes: block, SizeBytes: uint64(len(lv))}
-	zeros := make([]byte, block)
-	for off := 0; off < len(lv); off += block {
-		b := lv[off:min(off+block, len(lv))]
-		var in []byte
-		if off < len(base) {
-			in = base[off:min(off+block, len(base))]
-		}
-		mapped, inBase := !bytes.Equal(b, zeros[:len(b)]), in != nil && !bytes.Equal(in, zeros[:len(in)])
-		var r *pb.ThinRange
-		switch {
-		case mapped && !bytes.Equal(b, in):
-			r = &pb.ThinRange{OffsetBytes: uint64(off), LengthBytes: uint64(len(b))}
-		case !mapped && inBase:
-			r = &pb.ThinRange{OffsetBytes: uint64(off), LengthBytes: uint64(len(b)), Zero: true}
-		default:
-			continue
-		}
-		if n := len(resp.Ranges); n > 0 {
-			last := resp.Ranges[n-1]
-			if last.GetZero() == r.GetZero() && last.GetOffsetBytes()+last.GetLengthBytes() == r.GetOffsetBytes() {
-				last.LengthBytes += r.GetLengthBytes()
-				continue
-			}
-		}
-		resp.Ranges = append(resp.Ranges, r)
-	}
-	return resp, nil
-}
-
 // tokens authenticates the test's tokens: "token-<node>" is that node's.
 type tokens struct{}
 
@@ -96,7 +40,7 @@ func (tokens) Authenticate(_ context.Context, token string) (string, error) {
 
 // serveTransfer runs node's transfer endpoint on loopback and publishes it
 // in node's LVMNode.
-func serveTransfer(t *testing.T, node string, l deltaLVMD) {
+func serveTransfer(t *testing.T, node string, l *lvmdtest.LVMD) {
 	t.Helper()
 	cert, fp, err := transfer.NewCertificate(node)
 	if err != nil {
@@ -184,9 +128,11 @@ func device(t *testing.T, l *lvmdtest.LVMD, name string) []byte {
 func TestCopyFromAnotherNode(t *testing.T) {
 	ctx := context.Background()
 	src, dst, bare := newNodeName(), newNodeName(), newNodeName()
-	la := deltaLVMD{lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})}
-	lb := deltaLVMD{lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})}
-	lc := deltaLVMD{lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})}
+	// lvmd on the simulated lvm, whose thin_delta compares the LVs'
+	// backing files block by block.
+	la := lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})
+	lb := lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})
+	lc := lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})
 	serveTransfer(t, src, la)
 	publishEndpoint(t, dst, nil)
 	publishEndpoint(t, bare, nil)
@@ -198,8 +144,8 @@ func TestCopyFromAnotherNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	image := bytes.Repeat([]byte("golden!"), 4<<20/7) // the first 4 MiB
-	makeBase(t, la.LVMD, gi, image)
-	makeBase(t, lb.LVMD, gi, image)
+	makeBase(t, la, gi, image)
+	makeBase(t, lb, gi, image)
 
 	// The source: a VM disk of the base that wrote 1 MiB over the image,
 	// 2 MiB past it, and discarded 256 KiB of the image.
@@ -216,14 +162,14 @@ func TestCopyFromAnotherNode(t *testing.T) {
 	writeAt(t, path, 1<<20, bytes.Repeat([]byte{0x5a}, 1<<20))
 	writeAt(t, path, 8<<20, bytes.Repeat([]byte{0xa5}, 2<<20))
 	writeAt(t, path, 3<<20, make([]byte, 256<<10))
-	want := device(t, la.LVMD, "pvc-move-src")
+	want := device(t, la, "pvc-move-src")
 
-	startAgentWith(t, dst, lb.LVMD, agentOptions{lvmd: lb, copier: &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, dst)}})
-	startAgentWith(t, bare, lc.LVMD, agentOptions{lvmd: lc, copier: &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, bare), Uncompressed: true}})
+	startAgentWith(t, dst, lb, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, dst)}})
+	startAgentWith(t, bare, lc, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, bare), Uncompressed: true}})
 
 	for _, tc := range []struct {
 		name, node string
-		l          deltaLVMD
+		l          *lvmdtest.LVMD
 		mode       thinlvmv1.TransferMode
 		copied     int64
 	}{
@@ -241,7 +187,7 @@ func TestCopyFromAnotherNode(t *testing.T) {
 			if st == nil || st.Mode != tc.mode || st.SourceNode != src || st.BytesDone != tc.copied || st.BytesTotal != tc.copied || st.CompletionTime == nil || st.Attempts != 1 {
 				t.Errorf("transfer status %+v, want mode %s, %d bytes copied from %s", st, tc.mode, tc.copied, src)
 			}
-			if !bytes.Equal(device(t, tc.l.LVMD, tc.name), want) {
+			if !bytes.Equal(device(t, tc.l, tc.name), want) {
 				t.Error("the copy differs from the source")
 			}
 			lv, err := tc.l.GetLV(ctx, &pb.GetLVRequest{Name: tc.name})

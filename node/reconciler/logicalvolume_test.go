@@ -24,10 +24,9 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
-	"github.com/thinlvm/thinlvm/node/lvmd"
-	"github.com/thinlvm/thinlvm/node/transfer"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/reconciler"
+	"github.com/thinlvm/thinlvm/node/transfer"
 )
 
 var nodeSeq atomic.Int32
@@ -54,8 +53,6 @@ type agentOptions struct {
 	wrap func(client.Client) client.Client
 	// metrics, when set, are the agent's.
 	metrics *reconciler.Metrics
-	// lvmd, when set, is the agent's lvmd client instead of f.
-	lvmd lvmd.Client
 	// copier, when set, copies volumes from other nodes.
 	copier *transfer.Copier
 }
@@ -76,11 +73,7 @@ func startAgentWith(t *testing.T, node string, f *lvmdtest.LVMD, o agentOptions)
 	if o.wrap != nil {
 		c = o.wrap(c)
 	}
-	var l lvmd.Client = f
-	if o.lvmd != nil {
-		l = o.lvmd
-	}
-	r := &reconciler.LogicalVolumeReconciler{Client: c, LVMD: l, NodeName: node, RetryAfter: 200 * time.Millisecond,
+	r := &reconciler.LogicalVolumeReconciler{Client: c, LVMD: f, NodeName: node, RetryAfter: 200 * time.Millisecond,
 		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("thinlvm-node"), Metrics: o.metrics,
 		Copier: o.copier, CopyPoll: 100 * time.Millisecond}
 	if err := r.SetupWithManager(mgr); err != nil {
