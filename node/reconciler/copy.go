@@ -187,10 +187,9 @@ func (r *LogicalVolumeReconciler) runCopy(ctx context.Context, lv, from *thinlvm
 		}
 	}()
 	name := thinlvmv1.LVName(lv)
-	size := uint64(lv.Spec.Size.Value())
-	if open.GetSizeBytes() > size {
-		return fmt.Errorf("the source is %d bytes, more than the volume's %d", open.GetSizeBytes(), size)
-	}
+	// At least the source's size: its LV may have been rounded up to whole
+	// extents past the size its spec asks for, which the volume's asks too.
+	size := max(uint64(lv.Spec.Size.Value()), open.GetSizeBytes())
 	tags := []string{OwnerTagPrefix + lv.Name, thinlvmv1.IncompleteTag}
 	base, err := r.sharedBase(ctx, lv, open.GetBase())
 	if err != nil {
