@@ -49,6 +49,10 @@ type options struct {
 	qemuImg           string
 	scratchDir        string
 	goldenRetry       time.Duration
+	// The transfer endpoint other nodes' agents dial to move volumes.
+	transferAddress   string
+	transferAdvertise string
+	transferTokenFile string
 }
 
 func main() {
@@ -67,6 +71,9 @@ func main() {
 	fs.StringVar(&o.qemuImg, "qemu-img", "qemu-img", "qemu-img binary (name in $PATH or path) that converts qcow2 golden images; qcow2 images fail without it.")
 	fs.StringVar(&o.scratchDir, "scratch-dir", os.TempDir(), "Where a qcow2 golden image is kept between download and conversion.")
 	fs.DurationVar(&o.goldenRetry, "golden-retry", 30*time.Second, "First wait after a failed golden base population; it doubles up to 16 times.")
+	fs.StringVar(&o.transferAddress, "transfer-address", ":9443", "Where to serve the transfer endpoint; 0 disables.")
+	fs.StringVar(&o.transferAdvertise, "transfer-advertise-address", "", "The address other nodes dial, host:port; empty derives it: the listen address when it names a host, else $POD_IP with the listen port.")
+	fs.StringVar(&o.transferTokenFile, "transfer-token-file", "/var/run/secrets/thinlvm.io/transfer/token", "The projected token this agent presents to other nodes.")
 	klog.InitFlags(fs)
 	ctrl.RegisterFlags(fs) // --kubeconfig
 	_ = fs.Parse(os.Args[1:])
