@@ -52,6 +52,10 @@ type Options struct {
 // Options.HostLoopback (qemu user networking's gateway).
 const HostAddress = "10.0.2.2"
 
+// GuestAddress is the guest's own address on qemu's user network (the one
+// guest-init.sh gives it): a node's address, for what runs in the VM.
+const GuestAddress = "10.0.2.15"
+
 // VM is a running test VM.
 type VM struct {
 	dir     string // host work dir: ctl/, share/, disks, console.log
