@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -272,15 +273,25 @@ func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.C
 // imageRoot unpacks img (named image) once per place it runs (the host, or a VM)
 // and returns its root's path there: on the host under the cluster's
 // directory, in the VM on its tmpfs (podrun unpacks there the flattened
-// image the host writes to the share).
+// image the host writes to the share). Places unpack one image at a time
+// each, and at the same time as each other.
 func (c *Cluster) imageRoot(ctx context.Context, image string, img v1.Image, vm *lvmvm.VM) (string, error) {
-	c.rootsMu.Lock()
-	defer c.rootsMu.Unlock()
 	where := "host"
 	if vm != nil {
 		where = vm.ShareDir()
 	}
-	if root, ok := c.roots[where][image]; ok {
+	c.rootsMu.Lock()
+	if c.roots == nil {
+		c.roots = map[string]*imageRoots{}
+	}
+	if c.roots[where] == nil {
+		c.roots[where] = &imageRoots{roots: map[string]string{}}
+	}
+	place := c.roots[where]
+	c.rootsMu.Unlock()
+	place.mu.Lock()
+	defer place.mu.Unlock()
+	if root, ok := place.roots[image]; ok {
 		return root, nil
 	}
 	flat := imageroot.Flatten(img)
@@ -313,14 +324,15 @@ func (c *Cluster) imageRoot(ctx context.Context, image string, img v1.Image, vm 
 		}
 		_ = os.Remove(tarPath)
 	}
-	if c.roots == nil {
-		c.roots = map[string]map[string]string{}
-	}
-	if c.roots[where] == nil {
-		c.roots[where] = map[string]string{}
-	}
-	c.roots[where][image] = root
+	place.roots[image] = root
 	return root, nil
+}
+
+// imageRoots are the images unpacked in one place: each root's path there,
+// by image name.
+type imageRoots struct {
+	mu    sync.Mutex
+	roots map[string]string
 }
 
 // podToken asks the API server for a token of the pod's ServiceAccount,

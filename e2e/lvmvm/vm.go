@@ -24,6 +24,10 @@ const (
 	LVMDPort        = 7001
 	LVMDMetricsPort = 7002
 	CSIPort         = 7003
+	// TransferPort is the node agent's transfer endpoint (the node
+	// DaemonSet's --transfer-address), forwarded when Options.GuestPorts
+	// names it.
+	TransferPort = 9443
 )
 
 // Options configure a VM.
