@@ -131,8 +131,8 @@ sanity: lvmvm-image ## The csi-sanity suite: controller on envtest, node service
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 30m ./e2e/sanity/... -ginkgo.no-color
 
 .PHONY: e2e
-e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes and a real-LVM VM node.
-	$(GO) test -count=1 -timeout 45m -run 'Test' ./e2e/cluster/...
+e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes and a real-LVM VM node; then two VM nodes.
+	$(GO) test -count=1 -timeout 45m -p 1 -run 'Test' ./e2e/cluster/... ./e2e/transfer/...
 
 .PHONY: chaos
 chaos: lvmvm-image ## The fault suite at CI size: operations while components are SIGKILLed; SEED=N replays a storm.

@@ -67,9 +67,11 @@ type Cluster struct {
 	// to the VM.
 	nodePods map[string]string
 	vmPods   map[string]*lvmvm.VM
+	// agentArgs are the extra args of each node's agent (AddNode's).
+	agentArgs map[string][]string
 	// roots are the images unpacked for pods, by "host" or the VM's
-	// share directory, then image name: the root's path there.
-	roots   map[string]map[string]string
+	// share directory.
+	roots   map[string]*imageRoots
 	rootsMu sync.Mutex
 	mu      sync.Mutex
 	procs   []*proc

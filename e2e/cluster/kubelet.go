@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -13,11 +14,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -95,21 +98,27 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 		}
 		return guestDir + strings.TrimPrefix(p, podDir)
 	}
-	token, err := c.podToken(ctx, pod)
-	if err != nil {
-		return err
-	}
 	// The sidecars' kubeconfig: they run on the host, thinlvm's containers
 	// use the in-cluster config.
 	var kubeconfigPath string
 	if o.VM == nil {
+		token, err := c.podToken(ctx, pod)
+		if err != nil {
+			return err
+		}
 		if kubeconfigPath, err = c.sidecarKubeconfig(podDir, token); err != nil {
 			return err
 		}
 	}
-	volumes, err := c.podVolumes(ctx, pod, podDir, token, o.VM != nil, local)
+	volumes, err := c.podVolumes(ctx, pod, podDir, o.VM != nil, local)
 	if err != nil {
 		return err
+	}
+	// The pod's and its node's address: on the host every pod shares the
+	// loopback; in the VM, the guest's own.
+	podIP := "127.0.0.1"
+	if o.VM != nil {
+		podIP = lvmvm.GuestAddress
 	}
 	for _, ct := range pod.Spec.Containers {
 		prog := program(ct.Image)
@@ -117,7 +126,7 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 			fmt.Fprintf(c.log, "kubelet: %s of %s not run: it serves a kubelet, and there is none here\n", ct.Name, pod.Name)
 			continue
 		}
-		env, err := c.containerEnv(ctx, pod, ct)
+		env, err := containerEnv(pod, ct, podIP)
 		if err != nil {
 			return err
 		}
@@ -264,15 +273,25 @@ func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.C
 // imageRoot unpacks img (named image) once per place it runs (the host, or a VM)
 // and returns its root's path there: on the host under the cluster's
 // directory, in the VM on its tmpfs (podrun unpacks there the flattened
-// image the host writes to the share).
+// image the host writes to the share). Places unpack one image at a time
+// each, and at the same time as each other.
 func (c *Cluster) imageRoot(ctx context.Context, image string, img v1.Image, vm *lvmvm.VM) (string, error) {
-	c.rootsMu.Lock()
-	defer c.rootsMu.Unlock()
 	where := "host"
 	if vm != nil {
 		where = vm.ShareDir()
 	}
-	if root, ok := c.roots[where][image]; ok {
+	c.rootsMu.Lock()
+	if c.roots == nil {
+		c.roots = map[string]*imageRoots{}
+	}
+	if c.roots[where] == nil {
+		c.roots[where] = &imageRoots{roots: map[string]string{}}
+	}
+	place := c.roots[where]
+	c.rootsMu.Unlock()
+	place.mu.Lock()
+	defer place.mu.Unlock()
+	if root, ok := place.roots[image]; ok {
 		return root, nil
 	}
 	flat := imageroot.Flatten(img)
@@ -305,19 +324,27 @@ func (c *Cluster) imageRoot(ctx context.Context, image string, img v1.Image, vm 
 		}
 		_ = os.Remove(tarPath)
 	}
-	if c.roots == nil {
-		c.roots = map[string]map[string]string{}
-	}
-	if c.roots[where] == nil {
-		c.roots[where] = map[string]string{}
-	}
-	c.roots[where][image] = root
+	place.roots[image] = root
 	return root, nil
 }
 
+// imageRoots are the images unpacked in one place: each root's path there,
+// by image name.
+type imageRoots struct {
+	mu    sync.Mutex
+	roots map[string]string
+}
+
 // podToken asks the API server for a token of the pod's ServiceAccount,
-// bound to the pod.
+// bound to the pod, for the API server: the sidecars' kubeconfig.
 func (c *Cluster) podToken(ctx context.Context, pod *corev1.Pod) (string, error) {
+	return c.boundToken(ctx, pod, "", 24*3600)
+}
+
+// boundToken asks the API server for a token of the pod's ServiceAccount,
+// bound to the pod, for audience (empty: the API server's own audiences),
+// valid for seconds.
+func (c *Cluster) boundToken(ctx context.Context, pod *corev1.Pod, audience string, seconds int64) (string, error) {
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
 		return "", err
@@ -326,8 +353,13 @@ func (c *Cluster) podToken(ctx context.Context, pod *corev1.Pod) (string, error)
 	if sa == "" {
 		sa = "default"
 	}
+	var audiences []string
+	if audience != "" {
+		audiences = []string{audience}
+	}
 	tr, err := cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: new(int64(24 * 3600)),
+		Audiences:         audiences,
+		ExpirationSeconds: &seconds,
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}, metav1.CreateOptions{})
 	if err != nil {
@@ -351,33 +383,22 @@ func (c *Cluster) sidecarKubeconfig(dir, token string) (string, error) {
 	return path, kubeconfig(path, caPath, "127.0.0.1", c.apiPort, token)
 }
 
-// podVolumes makes a directory for each volume: emptyDir and configMap
-// volumes in the pod's directory (a ConfigMap's keys as files), hostPath
-// volumes under the node's root (on the host, a directory per node; in the
-// VM, the path itself: the VM is the node).
-func (c *Cluster) podVolumes(ctx context.Context, pod *corev1.Pod, podDir, token string, inVM bool, local func(string) string) (map[string]string, error) {
+// podVolumes makes a directory for each volume: emptyDir, configMap and
+// projected volumes in the pod's directory (their files as the kubelet
+// writes them), hostPath volumes under the node's root (on the host, a
+// directory per node; in the VM, the path itself: the VM is the node).
+func (c *Cluster) podVolumes(ctx context.Context, pod *corev1.Pod, podDir string, inVM bool, local func(string) string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, v := range pod.Spec.Volumes {
+		dir := filepath.Join(podDir, "volumes", v.Name)
 		switch {
 		case v.Projected != nil:
-			// The ServiceAccount token volume admission adds: the same
-			// token as the kubeconfig's.
-			dir := filepath.Join(podDir, "volumes", v.Name)
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, err
-			}
-			ca, err := os.ReadFile(filepath.Join(c.Dir, "pki", "ca.crt"))
+			files, err := c.projectedFiles(ctx, pod, v.Projected)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("pod %s volume %s: %w", pod.Name, v.Name, err)
 			}
-			mode := os.FileMode(ptr.Deref(v.Projected.DefaultMode, 0o644))
-			for name, data := range map[string][]byte{"token": []byte(token), "ca.crt": ca, "namespace": []byte(pod.Namespace)} {
-				if err := os.WriteFile(filepath.Join(dir, name), data, mode); err != nil {
-					return nil, err
-				}
-				if err := os.Chmod(filepath.Join(dir, name), mode); err != nil { // past the umask
-					return nil, err
-				}
+			if err := writeVolume(dir, files); err != nil {
+				return nil, err
 			}
 			out[v.Name] = local(dir)
 		case v.EmptyDir != nil:
@@ -385,7 +406,6 @@ func (c *Cluster) podVolumes(ctx context.Context, pod *corev1.Pod, podDir, token
 				out[v.Name] = "/run/pods/" + pod.Name + "/" + v.Name
 				continue
 			}
-			dir := filepath.Join(podDir, "volumes", v.Name)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
@@ -394,18 +414,13 @@ func (c *Cluster) podVolumes(ctx context.Context, pod *corev1.Pod, podDir, token
 			}
 			out[v.Name] = dir
 		case v.ConfigMap != nil:
-			cm := &corev1.ConfigMap{}
-			if err := c.Client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: v.ConfigMap.Name}, cm); err != nil {
-				return nil, fmt.Errorf("ConfigMap %s of pod %s: %w", v.ConfigMap.Name, pod.Name, err)
+			mode := ptr.Deref(v.ConfigMap.DefaultMode, corev1.ConfigMapVolumeSourceDefaultMode)
+			files, err := c.configMapFiles(ctx, pod, v.ConfigMap.LocalObjectReference, v.ConfigMap.Items, v.ConfigMap.Optional, mode)
+			if err != nil {
+				return nil, fmt.Errorf("pod %s volume %s: %w", pod.Name, v.Name, err)
 			}
-			dir := filepath.Join(podDir, "volumes", v.Name)
-			if err := os.MkdirAll(dir, 0o755); err != nil {
+			if err := writeVolume(dir, files); err != nil {
 				return nil, err
-			}
-			for k, data := range cm.Data {
-				if err := os.WriteFile(filepath.Join(dir, k), []byte(data), 0o644); err != nil {
-					return nil, err
-				}
 			}
 			out[v.Name] = local(dir)
 		case v.HostPath != nil:
@@ -423,15 +438,149 @@ func (c *Cluster) podVolumes(ctx context.Context, pod *corev1.Pod, podDir, token
 			}
 			out[v.Name] = dir
 		default:
-			return nil, fmt.Errorf("pod %s volume %s: only emptyDir, configMap, hostPath and the token volume are supported here", pod.Name, v.Name)
+			return nil, fmt.Errorf("pod %s volume %s: only emptyDir, configMap, projected and hostPath volumes are supported here", pod.Name, v.Name)
 		}
 	}
 	return out, nil
 }
 
+// volumeFile is a file of a configMap or projected volume: its path in the
+// volume, content and mode.
+type volumeFile struct {
+	path string
+	data []byte
+	mode int32
+}
+
+// writeVolume writes files into dir (made if need be).
+func writeVolume(dir string, files []volumeFile) error {
+	for _, f := range files {
+		p := filepath.Join(dir, f.path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, f.data, os.FileMode(f.mode)); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, os.FileMode(f.mode)); err != nil { // past the umask
+			return err
+		}
+	}
+	return os.MkdirAll(dir, 0o755) // a volume with no files is still there
+}
+
+// projectedFiles are the files of a projected volume, source by source as
+// the kubelet makes them: a token of the pod's ServiceAccount bound to the
+// pod (for the source's audience, valid as long as it asks; the harness
+// does not renew it), a ConfigMap's keys, the Downward API's pod fields.
+func (c *Cluster) projectedFiles(ctx context.Context, pod *corev1.Pod, p *corev1.ProjectedVolumeSource) ([]volumeFile, error) {
+	mode := ptr.Deref(p.DefaultMode, corev1.ProjectedVolumeSourceDefaultMode)
+	var files []volumeFile
+	for _, src := range p.Sources {
+		switch {
+		case src.ServiceAccountToken != nil:
+			t := src.ServiceAccountToken
+			token, err := c.boundToken(ctx, pod, t.Audience, ptr.Deref(t.ExpirationSeconds, 3600))
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, volumeFile{t.Path, []byte(token), mode})
+		case src.ConfigMap != nil:
+			cm, err := c.configMapFiles(ctx, pod, src.ConfigMap.LocalObjectReference, src.ConfigMap.Items, src.ConfigMap.Optional, mode)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, cm...)
+		case src.DownwardAPI != nil:
+			for _, item := range src.DownwardAPI.Items {
+				if item.FieldRef == nil {
+					return nil, fmt.Errorf("downward API file %s: only field references are supported here", item.Path)
+				}
+				val, err := volumeField(pod, item.FieldRef.FieldPath)
+				if err != nil {
+					return nil, fmt.Errorf("downward API file %s: %w", item.Path, err)
+				}
+				files = append(files, volumeFile{item.Path, []byte(val), ptr.Deref(item.Mode, mode)})
+			}
+		default:
+			return nil, errors.New("only serviceAccountToken, configMap and downwardAPI sources are supported here")
+		}
+	}
+	return files, nil
+}
+
+// configMapFiles are a ConfigMap's keys as a volume's files: the items
+// named, or every key under its own name. The kubelet waits for a
+// ConfigMap that is not optional; so does this, a little (kube-root-ca.crt
+// appears with its namespace, made by the controller-manager).
+func (c *Cluster) configMapFiles(ctx context.Context, pod *corev1.Pod, ref corev1.LocalObjectReference, items []corev1.KeyToPath, optional *bool, mode int32) ([]volumeFile, error) {
+	cm := &corev1.ConfigMap{}
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}
+	err := c.WaitFor(ctx, "ConfigMap "+key.String(), 30*time.Second, func() (bool, error) {
+		err := c.Client.Get(ctx, key, cm)
+		if apierrors.IsNotFound(err) && !ptr.Deref(optional, false) {
+			return false, nil
+		}
+		return true, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ConfigMap %s: %w", ref.Name, err)
+	}
+	data := maps.Clone(cm.Data)
+	if data == nil {
+		data = map[string]string{}
+	}
+	for k, b := range cm.BinaryData {
+		data[k] = string(b)
+	}
+	var files []volumeFile
+	if len(items) == 0 {
+		for _, k := range slices.Sorted(maps.Keys(data)) {
+			files = append(files, volumeFile{k, []byte(data[k]), mode})
+		}
+		return files, nil
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			if ptr.Deref(optional, false) {
+				continue
+			}
+			return nil, fmt.Errorf("ConfigMap %s has no key %s", ref.Name, it.Key)
+		}
+		files = append(files, volumeFile{it.Path, []byte(v), ptr.Deref(it.Mode, mode)})
+	}
+	return files, nil
+}
+
+// volumeField is a pod field as a Downward API volume file holds it.
+func volumeField(pod *corev1.Pod, path string) (string, error) {
+	format := func(m map[string]string) string {
+		var b strings.Builder
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			fmt.Fprintf(&b, "%s=%q\n", k, m[k])
+		}
+		return strings.TrimSuffix(b.String(), "\n")
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "metadata.labels":
+		return format(pod.Labels), nil
+	case "metadata.annotations":
+		return format(pod.Annotations), nil
+	}
+	return "", fmt.Errorf("field %s is not supported here", path)
+}
+
 // containerEnv resolves a container's env: values, and the pod fields a
-// Downward API reference names.
-func (c *Cluster) containerEnv(ctx context.Context, pod *corev1.Pod, ct corev1.Container) (map[string]string, error) {
+// Downward API reference names. podIP is the pod's and its node's address
+// (status.podIP, status.hostIP): where the pod's listeners are reached.
+func containerEnv(pod *corev1.Pod, ct corev1.Container, podIP string) (map[string]string, error) {
 	env := map[string]string{}
 	for _, e := range ct.Env {
 		switch {
@@ -443,10 +592,14 @@ func (c *Cluster) containerEnv(ctx context.Context, pod *corev1.Pod, ct corev1.C
 				env[e.Name] = pod.Name
 			case "metadata.namespace":
 				env[e.Name] = pod.Namespace
+			case "metadata.uid":
+				env[e.Name] = string(pod.UID)
 			case "spec.nodeName":
 				env[e.Name] = pod.Spec.NodeName
 			case "spec.serviceAccountName":
 				env[e.Name] = pod.Spec.ServiceAccountName
+			case "status.podIP", "status.hostIP":
+				env[e.Name] = podIP
 			default:
 				return nil, fmt.Errorf("pod %s env %s: field %s is not supported here", pod.Name, e.Name, e.ValueFrom.FieldRef.FieldPath)
 			}

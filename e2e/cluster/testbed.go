@@ -2,11 +2,16 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -18,7 +23,8 @@ import (
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 )
 
-// The test bed's StorageClasses, VolumeSnapshotClass and real-LVM node.
+// The test bed's StorageClasses, VolumeSnapshotClass and (unless
+// TestbedOptions.VMNodes names others) real-LVM node.
 const (
 	FilesystemClass = "thinlvm-wfc"   // xfs, WaitForFirstConsumer, expandable
 	BlockClass      = "thinlvm-block" // raw block volumes
@@ -27,13 +33,22 @@ const (
 )
 
 // Testbed is what the end-to-end suites run on: the local control plane
-// with thinlvm installed from deploy/, simulated nodes, the node VMNode
-// whose lvmd and agent run on real lvm2 in the VM (VG vg0, thin pool
-// pool0), the StorageClasses FilesystemClass and BlockClass and the
+// with thinlvm installed from deploy/, simulated nodes, real-LVM nodes
+// (VMNode unless TestbedOptions.VMNodes names others) whose lvmd and agent
+// run on real lvm2, each in its own VM (VG vg0, thin pool pool0), the
+// StorageClasses FilesystemClass and BlockClass and the
 // VolumeSnapshotClass SnapshotClass.
+//
+// The agents in the VMs reach each other's transfer endpoint over the
+// network: each VM forwards lvmvm.TransferPort from a port of the host's
+// loopback, and its agent advertises that port at lvmvm.HostAddress, which
+// the other VMs reach.
 type Testbed struct {
 	*Cluster
-	VM *lvmvm.VM
+	// VM is the first real-LVM node's VM; VMs are every real-LVM node's,
+	// by node name.
+	VM  *lvmvm.VM
+	VMs map[string]*lvmvm.VM
 }
 
 // TestbedOptions size a Testbed.
@@ -42,7 +57,10 @@ type TestbedOptions struct {
 	Log io.Writer
 	// Nodes are the simulated nodes' names.
 	Nodes []string
-	// VMDisk and Pool size the VM's disk and its thin pool ("16G", "8G").
+	// VMNodes are the real-LVM nodes' names, each its own VM; empty for
+	// one, VMNode.
+	VMNodes []string
+	// VMDisk and Pool size each VM's disk and its thin pool ("16G", "8G").
 	VMDisk, Pool string
 }
 
@@ -52,7 +70,7 @@ func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error
 	if err != nil {
 		return nil, fmt.Errorf("start the control plane: %w", err)
 	}
-	tb = &Testbed{Cluster: k}
+	tb = &Testbed{Cluster: k, VMs: map[string]*lvmvm.VM{}}
 	defer func() {
 		if err != nil {
 			tb.DumpLogs(o.Log)
@@ -62,22 +80,42 @@ func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error
 	if err := k.Install(ctx); err != nil {
 		return tb, fmt.Errorf("install thinlvm from deploy/: %w", err)
 	}
-	if tb.VM, err = lvmvm.Start(ctx, lvmvm.Options{Disks: []string{o.VMDisk}, HostLoopback: true, Packages: VMPackages, Log: o.Log}); err != nil {
-		return tb, fmt.Errorf("boot the VM: %w", err)
+	vmNodes := o.VMNodes
+	if len(vmNodes) == 0 {
+		vmNodes = []string{VMNode}
 	}
-	if err := tb.VM.SetupThinPool(ctx, "/dev/vda", "vg0", "pool0", o.Pool, "64M"); err != nil {
-		return tb, fmt.Errorf("thin pool: %w", err)
+	if err := tb.startVMs(ctx, vmNodes, o); err != nil {
+		return tb, err
 	}
-	var nodes []Node
+	tb.VM = tb.VMs[vmNodes[0]]
+	var nodes, vms []Node
 	for _, n := range o.Nodes {
 		nodes = append(nodes, Node{Name: n})
 	}
-	nodes = append(nodes, Node{Name: VMNode, VM: tb.VM, Labels: map[string]string{"thinlvm.io/test-vm": "true"}})
+	for _, n := range vmNodes {
+		vm := tb.VMs[n]
+		// The other VMs reach this one's transfer endpoint through the
+		// host's loopback and the port forwarded to it.
+		_, port, _ := net.SplitHostPort(vm.Addr(lvmvm.TransferPort))
+		vms = append(vms, Node{Name: n, VM: vm, Labels: map[string]string{"thinlvm.io/test-vm": "true"},
+			AgentArgs: []string{"--transfer-advertise-address=" + net.JoinHostPort(lvmvm.HostAddress, port)}})
+	}
 	for _, n := range nodes {
 		if err := k.AddNode(ctx, n); err != nil {
 			return tb, fmt.Errorf("add node %s: %w", n.Name, err)
 		}
 	}
+	// The VM nodes' pods start at once: each unpacks the node images in
+	// its own VM.
+	if err := eachAtOnce(vms, func(n Node) error {
+		if err := k.AddNode(ctx, n); err != nil {
+			return fmt.Errorf("add node %s: %w", n.Name, err)
+		}
+		return nil
+	}); err != nil {
+		return tb, err
+	}
+	nodes = append(nodes, vms...)
 	for _, n := range nodes {
 		if err := k.WaitLVMNode(ctx, n.Name); err != nil {
 			return tb, err
@@ -111,10 +149,42 @@ func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error
 	return tb, nil
 }
 
-// Stop stops the VM and the cluster.
+// startVMs boots a VM per node, at once (each runs on one vCPU), and makes
+// its thin pool.
+func (tb *Testbed) startVMs(ctx context.Context, nodes []string, o TestbedOptions) error {
+	var mu sync.Mutex
+	return eachAtOnce(nodes, func(n string) error {
+		vm, err := lvmvm.Start(ctx, lvmvm.Options{Disks: []string{o.VMDisk}, HostLoopback: true,
+			GuestPorts: []int{lvmvm.TransferPort}, Packages: VMPackages, Log: o.Log})
+		if err != nil {
+			return fmt.Errorf("boot the VM of node %s: %w", n, err)
+		}
+		mu.Lock()
+		tb.VMs[n] = vm
+		mu.Unlock()
+		if err := vm.SetupThinPool(ctx, "/dev/vda", "vg0", "pool0", o.Pool, "64M"); err != nil {
+			return fmt.Errorf("thin pool of node %s: %w", n, err)
+		}
+		return nil
+	})
+}
+
+// eachAtOnce runs f for every item at the same time and joins their
+// errors.
+func eachAtOnce[T any](items []T, f func(T) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(items))
+	for i, item := range items {
+		wg.Go(func() { errs[i] = f(item) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Stop stops the VMs and the cluster.
 func (tb *Testbed) Stop() {
-	if tb.VM != nil {
-		tb.VM.Stop()
+	for _, vm := range tb.VMs {
+		vm.Stop()
 	}
 	tb.Cluster.Stop()
 }
@@ -130,15 +200,14 @@ func (tb *Testbed) DumpLogs(w io.Writer) {
 			fmt.Fprintf(w, "--- %s log (tail) ---\n%s\n", p, tb.Log(p))
 		}
 	}
-	if tb.VM == nil {
-		return
-	}
-	logs, _ := filepath.Glob(filepath.Join(tb.VM.ShareDir(), "pods", "*", "*.log"))
-	for _, l := range logs {
-		b, _ := os.ReadFile(l)
-		if len(b) > 8000 {
-			b = b[len(b)-8000:]
+	for _, node := range slices.Sorted(maps.Keys(tb.VMs)) {
+		logs, _ := filepath.Glob(filepath.Join(tb.VMs[node].ShareDir(), "pods", "*", "*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			if len(b) > 8000 {
+				b = b[len(b)-8000:]
+			}
+			fmt.Fprintf(w, "--- %s: %s (tail) ---\n%s\n", node, filepath.Base(l), b)
 		}
-		fmt.Fprintf(w, "--- %s: %s (tail) ---\n%s\n", VMNode, filepath.Base(l), b)
 	}
 }

@@ -114,6 +114,9 @@ type Node struct {
 	// inside it, on real lvm2, reaching the API server through the VM's
 	// gateway. Without it lvmd runs here on the simulated lvm.
 	VM *lvmvm.VM
+	// AgentArgs are added to the node agent's args, after the test-speed
+	// intervals (e.g. the transfer address it advertises).
+	AgentArgs []string
 }
 
 // AddNode creates a kwok-managed Node with thinlvm's topology label and its
@@ -161,6 +164,10 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 		c.nodePods = map[string]string{}
 	}
 	c.nodePods[n.Name] = pod.Name
+	if c.agentArgs == nil {
+		c.agentArgs = map[string][]string{}
+	}
+	c.agentArgs[n.Name] = append(slices.Clone(agentArgs), n.AgentArgs...)
 	c.mu.Unlock()
 	if n.VM != nil {
 		// The VM is the node: the pod's hostPath directories are the VM's.
@@ -198,7 +205,7 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 		c.vmPods[pod.Name] = n.VM
 		c.mu.Unlock()
 		if err := c.RunPod(ctx, pod, PodOptions{VM: n.VM, ExtraArgs: map[string][]string{
-			"thinlvm-node": agentArgs,
+			"thinlvm-node": c.nodeAgentArgs(n.Name),
 		}}); err != nil {
 			return err
 		}
@@ -215,7 +222,7 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 	// state, instead of the image's lvm2.
 	return c.RunPod(ctx, pod, PodOptions{
 		ExtraArgs: map[string][]string{
-			"thinlvm-node": agentArgs,
+			"thinlvm-node": c.nodeAgentArgs(n.Name),
 			"lvmd":         {"--lvm-path=/usr/local/bin/fakelvm", "--refresh-interval=5s"},
 		},
 		Env:    map[string][]string{"lvmd": {"FAKELVM_STATE=/var/lib/fakelvm/lvm.json", "FAKELVM_VG_SIZE=" + strconv.FormatUint(size, 10)}},
@@ -226,6 +233,13 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 // agentArgs are the node agent's test-speed intervals, after the
 // DaemonSet's args.
 var agentArgs = []string{"--lvmnode-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s"}
+
+// nodeAgentArgs are the args AddNode adds to a node's agent.
+func (c *Cluster) nodeAgentArgs(node string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.agentArgs[node])
+}
 
 // VMPackages are what the VM node needs of this module besides lvmvm's own:
 // podrun, the container runtime. Pass them as lvmvm.Options.Packages.
@@ -282,7 +296,7 @@ func (c *Cluster) StartVMContainers(ctx context.Context, node string, containers
 	}
 	pod.Spec.Containers = slices.DeleteFunc(pod.Spec.Containers, func(ct corev1.Container) bool { return !slices.Contains(containers, ct.Name) })
 	return c.RunPod(ctx, pod, PodOptions{VM: vm, ExtraArgs: map[string][]string{
-		"thinlvm-node": agentArgs,
+		"thinlvm-node": c.nodeAgentArgs(node),
 	}})
 }
 

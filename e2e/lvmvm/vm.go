@@ -24,6 +24,10 @@ const (
 	LVMDPort        = 7001
 	LVMDMetricsPort = 7002
 	CSIPort         = 7003
+	// TransferPort is the node agent's transfer endpoint (the node
+	// DaemonSet's --transfer-address), forwarded when Options.GuestPorts
+	// names it.
+	TransferPort = 9443
 )
 
 // Options configure a VM.
@@ -51,6 +55,10 @@ type Options struct {
 // HostAddress is the host's loopback as the guest sees it with
 // Options.HostLoopback (qemu user networking's gateway).
 const HostAddress = "10.0.2.2"
+
+// GuestAddress is the guest's own address on qemu's user network (the one
+// guest-init.sh gives it): a node's address, for what runs in the VM.
+const GuestAddress = "10.0.2.15"
 
 // VM is a running test VM.
 type VM struct {
