@@ -62,7 +62,7 @@ build: ## Build the binaries into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: test-unit test-fuzz test-images test-monitoring test-lvm sanity e2e chaos ## Run all tests: unit and envtest, short fuzzing, images, alerts, real-LVM, csi-sanity, end-to-end, faults.
+test: test-unit test-fuzz test-images test-monitoring test-lvm sanity e2e migration chaos ## Run all tests: unit and envtest, short fuzzing, images, alerts, real-LVM, csi-sanity, end-to-end, volumes that move, faults.
 
 .PHONY: test-unit
 test-unit: lvmvm-image ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
@@ -131,8 +131,12 @@ sanity: lvmvm-image ## The csi-sanity suite: controller on envtest, node service
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 30m ./e2e/sanity/... -ginkgo.no-color
 
 .PHONY: e2e
-e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes and a real-LVM VM node; then two VM nodes.
-	$(GO) test -count=1 -timeout 45m -p 1 -run 'Test' ./e2e/cluster/... ./e2e/transfer/...
+e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes and a real-LVM VM node.
+	$(GO) test -count=1 -timeout 45m -run 'Test' ./e2e/cluster/...
+
+.PHONY: migration
+migration: lvmvm-image ## Volumes that move: clones and restores between two real-LVM nodes (two VMs).
+	$(GO) test -count=1 -timeout 40m -v -run 'Test' ./e2e/migration/
 
 .PHONY: chaos
 chaos: lvmvm-image ## The fault suite at CI size: operations while components are SIGKILLed; SEED=N replays a storm.
@@ -142,6 +146,7 @@ chaos: lvmvm-image ## The fault suite at CI size: operations while components ar
 bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), 100 PVCs to Bound, golden-image VM disks, scheduler throughput, the 200-operation storm.
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench . -benchtime 1x ./e2e/lvmvm/...
 	$(GO) test -count=1 -timeout 45m -run '^$$' -bench . -benchtime 1x ./e2e/cluster/...
+	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e/migration/
 	$(GO) test -count=1 -timeout 90m -run '^$$' -bench . -benchtime 1x ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 20000x ./scheduler/plugin/...
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \

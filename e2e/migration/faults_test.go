@@ -3,7 +3,6 @@ package migration_test
 import (
 	"crypto/tls"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"

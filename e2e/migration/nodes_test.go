@@ -1,14 +1,10 @@
-package transfer_test
+package migration_test
 
 import (
-	"bytes"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,12 +16,11 @@ import (
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 )
 
-// The audience of the token a node agent presents to another's transfer
-// endpoint, and where deploy/node projects it.
+// Where deploy/node projects the token a node agent presents to another's
+// transfer endpoint, and its API token.
 const (
-	transferAudience = "thinlvm.io/transfer"
-	transferToken    = "/var/run/secrets/thinlvm.io/transfer/token"
-	apiToken         = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	transferToken = "/var/run/secrets/thinlvm.io/transfer/token"
+	apiToken      = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 )
 
 // agent is the node agent's process in a VM, as the guest sees it.
@@ -84,7 +79,7 @@ func (a agent) flag(t *testing.T, name string) string {
 // runs with the DaemonSet's transfer settings, its address the VM's own,
 // and advertises the host port forwarded to its endpoint.
 func TestTwoVMNodes(t *testing.T) {
-	for _, node := range []string{node1, node2} {
+	for _, node := range []string{nodeA, nodeB} {
 		t.Run(node, func(t *testing.T) {
 			ln := &thinlvmv1.LVMNode{}
 			if err := tb.Client.Get(ctx, types.NamespacedName{Name: node}, ln); err != nil {
@@ -106,6 +101,9 @@ func TestTwoVMNodes(t *testing.T) {
 			}
 			if env := a.list(t, "environ"); !slices.Contains(env, "POD_IP="+lvmvm.GuestAddress) {
 				t.Errorf("agent's environment %q has no POD_IP=%s", env, lvmvm.GuestAddress)
+			}
+			if ep := ln.Status.Transfer; ep == nil || ep.Address != net.JoinHostPort(lvmvm.HostAddress, port) || len(ep.CertificateSHA256) != 64 {
+				t.Errorf("LVMNode %s publishes transfer endpoint %+v, want %s:%s with a certificate hash", node, ep, lvmvm.HostAddress, port)
 			}
 		})
 	}
@@ -129,16 +127,16 @@ func TestTransferTokens(t *testing.T) {
 		}
 		return tr.Status
 	}
-	for _, node := range []string{node1, node2} {
+	for _, node := range []string{nodeA, nodeB} {
 		t.Run(node, func(t *testing.T) {
 			a := findAgent(t, node)
 			token := strings.TrimSpace(a.file(t, transferToken))
 			if token == "" {
 				t.Fatalf("%s is empty", transferToken)
 			}
-			st := review(token, transferAudience)
+			st := review(token, thinlvmv1.TransferAudience)
 			if !st.Authenticated {
-				t.Fatalf("transfer token not authenticated for %s: %s", transferAudience, st.Error)
+				t.Fatalf("transfer token not authenticated for %s: %s", thinlvmv1.TransferAudience, st.Error)
 			}
 			if want := "system:serviceaccount:" + cluster.Namespace + ":thinlvm-node"; st.User.Username != want {
 				t.Errorf("user %q, want %q", st.User.Username, want)
@@ -146,8 +144,8 @@ func TestTransferTokens(t *testing.T) {
 			if got := st.User.Extra["authentication.kubernetes.io/node-name"]; !slices.Equal(got, authenticationv1.ExtraValue{node}) {
 				t.Errorf("node-name %q, want %q", got, node)
 			}
-			if !slices.Contains(st.Audiences, transferAudience) {
-				t.Errorf("audiences %q, want %s", st.Audiences, transferAudience)
+			if !slices.Contains(st.Audiences, thinlvmv1.TransferAudience) {
+				t.Errorf("audiences %q, want %s", st.Audiences, thinlvmv1.TransferAudience)
 			}
 			if st := review(token); st.Authenticated {
 				t.Errorf("the transfer token is authenticated for the API server's audiences as %s", st.User.Username)
@@ -156,48 +154,9 @@ func TestTransferTokens(t *testing.T) {
 			if st := review(api); !st.Authenticated {
 				t.Fatalf("the agent's API token is not authenticated: %s", st.Error)
 			}
-			if st := review(api, transferAudience); st.Authenticated {
-				t.Errorf("the agent's API token is authenticated for %s as %s", transferAudience, st.User.Username)
+			if st := review(api, thinlvmv1.TransferAudience); st.Authenticated {
+				t.Errorf("the agent's API token is authenticated for %s as %s", thinlvmv1.TransferAudience, st.User.Username)
 			}
-		})
-	}
-}
-
-// Each VM reaches the other's transfer port at the address its agent
-// advertises: guest, the host's loopback, the other VM's forward. While no
-// agent serves it yet, a listener in the VM answers in its place.
-func TestTransferPortsReachEachOther(t *testing.T) {
-	for _, p := range []struct{ from, to string }{{node2, node1}, {node1, node2}} {
-		t.Run(p.from+" to "+p.to, func(t *testing.T) {
-			from, to := tb.VMs[p.from], tb.VMs[p.to]
-			listening, err := to.Run(ctx, "netstat", "-ltn")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if strings.Contains(listening, ":"+strconv.Itoa(lvmvm.TransferPort)+" ") {
-				t.Skipf("something serves port %d on %s (the agent): the transfer tests reach it", lvmvm.TransferPort, p.to)
-			}
-			host, port, err := net.SplitHostPort(findAgent(t, p.to).flag(t, "transfer-advertise-address"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			marker := "reached " + p.to
-			name := "reach@" + p.to
-			if err := to.Spawn(ctx, name, "/share/"+name+".log", "nc", "-l", "-p", strconv.Itoa(lvmvm.TransferPort), "-e", "echo", marker); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = to.Signal(ctx, name, syscall.SIGKILL, true) }() // gone already after one connection
-			var got []byte
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-				res, err := from.Exec(ctx, "timeout", "10", "nc", "-w", "5", host, port)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got = bytes.TrimSpace(res.Stdout); string(got) == marker {
-					return
-				}
-			}
-			t.Errorf("%s dialing %s:%s got %q, want %q", p.from, host, port, got, marker)
 		})
 	}
 }
