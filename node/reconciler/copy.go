@@ -161,6 +161,8 @@ func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.Lo
 		defer close(j.done)
 		defer cancel()
 		j.err = r.runCopy(jctx, lv.DeepCopy(), from, j)
+		st := j.status()
+		r.Metrics.copyEnded(string(st.Mode), st.BytesDone, st.BytesSent, j.err)
 		if j.err != nil {
 			log.FromContext(jctx).Info("copy failed", "lv", name, "source", from.Name, "node", from.Spec.NodeName, "error", j.err.Error())
 		}
