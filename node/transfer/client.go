@@ -10,8 +10,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -38,6 +40,10 @@ type Copier struct {
 	// Retries is how many times a broken Read is resumed; default 5.
 	Retries int
 }
+
+// windowSize is the HTTP/2 flow-control window of a copy's stream and
+// connection: 16 chunks in flight.
+const windowSize = 16 * ChunkSize
 
 // Session is one copy from one source node, open until Close.
 type Session struct {
@@ -87,7 +93,10 @@ func (s *Session) dial(ctx context.Context) error {
 	conn, err := grpc.NewClient("passthrough:///"+ep.Address,
 		grpc.WithTransportCredentials(credentials.NewTLS(pinnedTLS(ep.CertificateSHA256))),
 		grpc.WithPerRPCCredentials(tokenFile(s.c.TokenFile)),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(4*ChunkSize)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(4*ChunkSize)),
+		// A window of many chunks: the default 64 KiB stalls the stream
+		// on every round trip of a slow or distant network.
+		grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize))
 	if err != nil {
 		return fmt.Errorf("dial node %s at %s: %w", s.node, ep.Address, err)
 	}
@@ -129,9 +138,9 @@ func retryable(err error) bool {
 // and writes them into the device at path, resuming from the last range
 // written when the connection breaks, then syncs the device.
 func (s *Session) CopyTo(ctx context.Context, path string, againstBase bool) error {
-	dev, err := os.OpenFile(path, os.O_WRONLY, 0)
+	dev, err := openDirect(path)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
+		return err
 	}
 	defer dev.Close()
 	retries := s.c.Retries
@@ -187,8 +196,7 @@ func (s *Session) read(ctx context.Context, dev *os.File, againstBase bool, from
 		}
 		defer dec.Close()
 	}
-	buf := make([]byte, ChunkSize)
-	zeros := make([]byte, ChunkSize)
+	buf, zeros := aligned(ChunkSize), aligned(ChunkSize)
 	first := true
 	for {
 		msg, err := stream.Recv()
@@ -218,8 +226,13 @@ func (s *Session) read(ctx context.Context, dev *os.File, againstBase bool, from
 		}
 		data := zeros[:c.GetLength()]
 		if !c.GetZero() {
-			data = c.GetData()
-			if dec != nil {
+			// Into buf either way: aligned, for O_DIRECT.
+			switch {
+			case c.GetCompression() != pb.Compression_COMPRESSION_ZSTD:
+				data = append(buf[:0], c.GetData()...)
+			case dec == nil:
+				return from, status.Error(codes.Internal, "a zstd chunk in an uncompressed stream")
+			default:
 				if data, err = dec.DecodeAll(c.GetData(), buf[:0]); err != nil {
 					return from, status.Errorf(codes.Internal, "decompress the chunk at %d: %v", c.GetOffset(), err)
 				}
@@ -237,6 +250,34 @@ func (s *Session) read(ctx context.Context, dev *os.File, againstBase bool, from
 		s.progress.Sent += int64(len(c.GetData()))
 		s.mu.Unlock()
 	}
+}
+
+// openDirect opens a device for writing with O_DIRECT: the copy's data
+// goes to the disk as it arrives instead of piling up in the page cache
+// (hundreds of MiB of writeback that a small node, or a VM's disk, takes
+// minutes to drain, stalling every other I/O meanwhile). A file system
+// without O_DIRECT (a test's tmpfs) gets buffered writes.
+func openDirect(path string) (*os.File, error) {
+	dev, err := os.OpenFile(path, os.O_WRONLY|unix.O_DIRECT, 0)
+	if errors.Is(err, unix.EINVAL) {
+		dev, err = os.OpenFile(path, os.O_WRONLY, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return dev, nil
+}
+
+// aligned is a zeroed buffer of n bytes at a page boundary, as O_DIRECT
+// wants it.
+func aligned(n int) []byte {
+	const page = 4096
+	b := make([]byte, n+page)
+	off := 0
+	if r := int(uintptr(unsafe.Pointer(&b[0])) % page); r != 0 {
+		off = page - r
+	}
+	return b[off : off+n : off+n]
 }
 
 // Close removes the source's snapshot and closes the connection. The

@@ -276,6 +276,7 @@ func (s *Server) Read(req *pb.ReadRequest, stream pb.Transfer_ReadServer) error 
 	}
 	buf := make([]byte, ChunkSize)
 	var out []byte
+	skip := 0 // chunks not to try compressing: the last ones did not compress
 	for _, r := range ranges.GetRanges() {
 		off, end := max(r.GetOffsetBytes(), from), r.GetOffsetBytes()+r.GetLengthBytes()
 		for ; off < end; off += min(ChunkSize, end-off) {
@@ -287,9 +288,19 @@ func (s *Server) Read(req *pb.ReadRequest, stream pb.Transfer_ReadServer) error 
 				}
 				c.Crc32C = crc32.Checksum(buf[:n], castagnoli)
 				c.Data = buf[:n]
-				if enc != nil {
-					out = enc.EncodeAll(buf[:n], out[:0])
-					c.Data = out
+				switch {
+				case enc == nil:
+				case skip > 0:
+					skip--
+				default:
+					// Data that does not shrink by an eighth (random, already
+					// compressed) goes as it is, and the next 16 chunks are
+					// not tried: zstd would only cost both sides CPU.
+					if out = enc.EncodeAll(buf[:n], out[:0]); uint64(len(out)) < n-n/8 {
+						c.Data, c.Compression = out, pb.Compression_COMPRESSION_ZSTD
+					} else {
+						skip = 16
+					}
 				}
 			}
 			if err := stream.Send(&pb.ReadResponse{Msg: &pb.ReadResponse_Chunk{Chunk: c}}); err != nil {

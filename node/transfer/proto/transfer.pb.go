@@ -470,10 +470,13 @@ type Chunk struct {
 	Length uint64                 `protobuf:"varint,2,opt,name=length,proto3" json:"length,omitempty"`
 	// zero: the range reads as zeros; no data is sent.
 	Zero bool `protobuf:"varint,3,opt,name=zero,proto3" json:"zero,omitempty"`
-	// data is length bytes, compressed as the request asked.
+	// data is length bytes, compressed as compression says: the request's
+	// compression, or none where that does not pay (data that does not
+	// compress is sent as it is).
 	Data []byte `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
 	// crc32c is the Castagnoli CRC-32 of the uncompressed bytes.
-	Crc32C        uint32 `protobuf:"varint,5,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
+	Crc32C        uint32      `protobuf:"varint,5,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
+	Compression   Compression `protobuf:"varint,6,opt,name=compression,proto3,enum=thinlvm.transfer.v1.Compression" json:"compression,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -541,6 +544,13 @@ func (x *Chunk) GetCrc32C() uint32 {
 		return x.Crc32C
 	}
 	return 0
+}
+
+func (x *Chunk) GetCompression() Compression {
+	if x != nil {
+		return x.Compression
+	}
+	return Compression_COMPRESSION_NONE
 }
 
 type CloseRequest struct {
@@ -654,13 +664,14 @@ const file_node_transfer_proto_transfer_proto_rawDesc = "" +
 	"totalBytes\x12\x1d\n" +
 	"\n" +
 	"done_bytes\x18\x02 \x01(\x04R\tdoneBytes\x12\x16\n" +
-	"\x06ranges\x18\x03 \x01(\rR\x06ranges\"w\n" +
+	"\x06ranges\x18\x03 \x01(\rR\x06ranges\"\xbb\x01\n" +
 	"\x05Chunk\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x16\n" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x12\n" +
 	"\x04zero\x18\x03 \x01(\bR\x04zero\x12\x12\n" +
 	"\x04data\x18\x04 \x01(\fR\x04data\x12\x16\n" +
-	"\x06crc32c\x18\x05 \x01(\rR\x06crc32c\"&\n" +
+	"\x06crc32c\x18\x05 \x01(\rR\x06crc32c\x12B\n" +
+	"\vcompression\x18\x06 \x01(\x0e2 .thinlvm.transfer.v1.CompressionR\vcompression\"&\n" +
 	"\fCloseRequest\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\"\x0f\n" +
 	"\rCloseResponse*9\n" +
@@ -703,17 +714,18 @@ var file_node_transfer_proto_transfer_proto_depIdxs = []int32{
 	0, // 1: thinlvm.transfer.v1.ReadRequest.compression:type_name -> thinlvm.transfer.v1.Compression
 	6, // 2: thinlvm.transfer.v1.ReadResponse.plan:type_name -> thinlvm.transfer.v1.Plan
 	7, // 3: thinlvm.transfer.v1.ReadResponse.chunk:type_name -> thinlvm.transfer.v1.Chunk
-	1, // 4: thinlvm.transfer.v1.Transfer.Open:input_type -> thinlvm.transfer.v1.OpenRequest
-	4, // 5: thinlvm.transfer.v1.Transfer.Read:input_type -> thinlvm.transfer.v1.ReadRequest
-	8, // 6: thinlvm.transfer.v1.Transfer.Close:input_type -> thinlvm.transfer.v1.CloseRequest
-	3, // 7: thinlvm.transfer.v1.Transfer.Open:output_type -> thinlvm.transfer.v1.OpenResponse
-	5, // 8: thinlvm.transfer.v1.Transfer.Read:output_type -> thinlvm.transfer.v1.ReadResponse
-	9, // 9: thinlvm.transfer.v1.Transfer.Close:output_type -> thinlvm.transfer.v1.CloseResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	0, // 4: thinlvm.transfer.v1.Chunk.compression:type_name -> thinlvm.transfer.v1.Compression
+	1, // 5: thinlvm.transfer.v1.Transfer.Open:input_type -> thinlvm.transfer.v1.OpenRequest
+	4, // 6: thinlvm.transfer.v1.Transfer.Read:input_type -> thinlvm.transfer.v1.ReadRequest
+	8, // 7: thinlvm.transfer.v1.Transfer.Close:input_type -> thinlvm.transfer.v1.CloseRequest
+	3, // 8: thinlvm.transfer.v1.Transfer.Open:output_type -> thinlvm.transfer.v1.OpenResponse
+	5, // 9: thinlvm.transfer.v1.Transfer.Read:output_type -> thinlvm.transfer.v1.ReadResponse
+	9, // 10: thinlvm.transfer.v1.Transfer.Close:output_type -> thinlvm.transfer.v1.CloseResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_node_transfer_proto_transfer_proto_init() }
