@@ -114,12 +114,12 @@ func TestRestoreOnAnotherNode(t *testing.T) {
 // again, it removes the half-filled LV and copies again; the claim binds to
 // an identical volume, and nothing is left of the first attempt.
 func TestCopyInterruptedByAgentKill(t *testing.T) {
-	disk(t, "kill-src", aloneClass, "2Gi", nodeA, nil)
+	disk(t, "kill-src", aloneClass, "1Gi", nodeA, nil)
 	src := bound(t, "kill-src", 3*time.Minute)
-	write(t, nodeA, src.Status.VolumeID, 0, 768)
+	write(t, nodeA, src.Status.VolumeID, 0, 256)
 	want := checksum(t, nodeA, src.Status.VolumeID)
 
-	disk(t, "kill-copy", aloneClass, "2Gi", nodeB, fromClaim("kill-src"))
+	disk(t, "kill-copy", aloneClass, "1Gi", nodeB, fromClaim("kill-src"))
 	var name string
 	if err := tb.WaitFor(ctx, "the copy to be under way", 5*time.Minute, func() (bool, error) {
 		list := &thinlvmv1.LogicalVolumeList{}
