@@ -278,7 +278,10 @@ func TestSchedulerMovesACloneOffAFullNode(t *testing.T) {
 	}
 	lv := bound(t, "full-copy", 5*time.Minute)
 	p := &corev1.Pod{}
-	if err := tb.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "full-copy"}, p); err != nil {
+	if err := tb.WaitFor(ctx, "the clone's pod to be bound to its node", time.Minute, func() (bool, error) {
+		err := tb.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "full-copy"}, p)
+		return err == nil && p.Spec.NodeName != "", err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if lv.Spec.NodeName != nodeB || p.Spec.NodeName != nodeB {
