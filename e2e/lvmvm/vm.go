@@ -326,6 +326,19 @@ func (vm *VM) Exec(ctx context.Context, argv ...string) (*ExecResult, error) {
 	return &res, nil
 }
 
+// Checksum is the XXH64 (hex) of the whole file or device at path in the
+// guest, computed there, and its size.
+func (vm *VM) Checksum(ctx context.Context, path string) (string, int64, error) {
+	var res struct {
+		XXH64 string `json:"xxh64"`
+		Bytes int64  `json:"bytes"`
+	}
+	if err := vm.post(ctx, "/sum", map[string]any{"path": path}, &res); err != nil {
+		return "", 0, err
+	}
+	return res.XXH64, res.Bytes, nil
+}
+
 // Run runs argv in the guest and returns its stdout; a non-zero exit is an
 // error carrying stderr.
 func (vm *VM) Run(ctx context.Context, argv ...string) (string, error) {

@@ -138,7 +138,7 @@ func retryable(err error) bool {
 // and writes them into the device at path, resuming from the last range
 // written when the connection breaks, then syncs the device.
 func (s *Session) CopyTo(ctx context.Context, path string, againstBase bool) error {
-	dev, err := openDirect(path)
+	dev, err := openDirect(path, os.O_WRONLY)
 	if err != nil {
 		return err
 	}
@@ -252,15 +252,16 @@ func (s *Session) read(ctx context.Context, dev *os.File, againstBase bool, from
 	}
 }
 
-// openDirect opens a device for writing with O_DIRECT: the copy's data
-// goes to the disk as it arrives instead of piling up in the page cache
-// (hundreds of MiB of writeback that a small node, or a VM's disk, takes
-// minutes to drain, stalling every other I/O meanwhile). A file system
-// without O_DIRECT (a test's tmpfs) gets buffered writes.
-func openDirect(path string) (*os.File, error) {
-	dev, err := os.OpenFile(path, os.O_WRONLY|unix.O_DIRECT, 0)
+// openDirect opens a device with O_DIRECT. A copy's data goes to the disk
+// as it arrives instead of piling up in the page cache (hundreds of MiB of
+// writeback that a small node, or a VM's disk, takes minutes to drain,
+// stalling every other I/O meanwhile), and a source is read without
+// filling the cache with data this node will not read again. A file
+// system without O_DIRECT (a test's tmpfs) gets buffered I/O.
+func openDirect(path string, flag int) (*os.File, error) {
+	dev, err := os.OpenFile(path, flag|unix.O_DIRECT, 0)
 	if errors.Is(err, unix.EINVAL) {
-		dev, err = os.OpenFile(path, os.O_WRONLY, 0)
+		dev, err = os.OpenFile(path, flag, 0)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)

@@ -262,9 +262,9 @@ func (s *Server) Read(req *pb.ReadRequest, stream pb.Transfer_ReadServer) error 
 	if err := stream.Send(&pb.ReadResponse{Msg: &pb.ReadResponse_Plan{Plan: plan}}); err != nil {
 		return err
 	}
-	dev, err := os.Open(snap.GetDevicePath())
+	dev, err := openDirect(snap.GetDevicePath(), os.O_RDONLY)
 	if err != nil {
-		return status.Errorf(codes.Internal, "open %s: %v", snap.GetDevicePath(), err)
+		return status.Errorf(codes.Internal, "%v", err)
 	}
 	defer dev.Close()
 	var enc *zstd.Encoder
@@ -274,7 +274,7 @@ func (s *Server) Read(req *pb.ReadRequest, stream pb.Transfer_ReadServer) error 
 		}
 		defer enc.Close()
 	}
-	buf := make([]byte, ChunkSize)
+	buf := aligned(ChunkSize)
 	var out []byte
 	skip := 0 // chunks not to try compressing: the last ones did not compress
 	for _, r := range ranges.GetRanges() {

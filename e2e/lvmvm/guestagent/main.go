@@ -1,6 +1,7 @@
 // Command guestagent runs inside the real-LVM test VM. It lets host-side
 // tests run commands (argv, never a shell), start and signal long-running
-// processes such as lvmd, and power the VM off, over HTTP on the VM's
+// processes such as lvmd, checksum a device, and power the VM off, over
+// HTTP on the VM's
 // restricted user network (reachable only through qemu's hostfwd on the
 // host's 127.0.0.1).
 package main
@@ -8,9 +9,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
@@ -18,7 +21,21 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
 )
+
+// SumRequest asks for the checksum of a file or device.
+type SumRequest struct {
+	Path string `json:"path"`
+}
+
+// SumResponse is its XXH64 (hex) and how many bytes it read.
+type SumResponse struct {
+	XXH64 string `json:"xxh64"`
+	Bytes int64  `json:"bytes"`
+}
 
 // ExecRequest runs argv and waits for it.
 type ExecRequest struct {
@@ -65,6 +82,7 @@ func main() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("POST /exec", a.exec)
+	mux.HandleFunc("POST /sum", sum)
 	mux.HandleFunc("POST /spawn", a.spawn)
 	mux.HandleFunc("POST /signal", a.signal)
 	mux.HandleFunc("POST /poweroff", a.poweroff)
@@ -105,6 +123,39 @@ func (a *agent) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// sum checksums a whole device: XXH64, about four times as fast as
+// sha256sum under the VM's emulated CPU, where hashing a 4 GiB device
+// with sha256sum takes two minutes. It compares copies; it is no defence.
+func sum(w http.ResponseWriter, r *http.Request) {
+	var req SumRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	// O_DIRECT: no page cache to fill (a thin LV's unmapped ranges read as
+	// zeros filled in place); a file system without it is read through
+	// the cache.
+	f, err := os.OpenFile(req.Path, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if errors.Is(err, syscall.EINVAL) {
+		f, err = os.Open(req.Path)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	defer f.Close()
+	h := xxhash.New()
+	buf := make([]byte, 4<<20+4096)
+	if r := int(uintptr(unsafe.Pointer(&buf[0])) % 4096); r != 0 {
+		buf = buf[4096-r:]
+	}
+	n, err := io.CopyBuffer(h, struct{ io.Reader }{f}, buf[:4<<20])
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(SumResponse{XXH64: hex.EncodeToString(h.Sum(nil)), Bytes: n})
 }
 
 func (a *agent) spawn(w http.ResponseWriter, r *http.Request) {
