@@ -157,16 +157,17 @@ func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.Lo
 	j := &copyJob{cancel: cancel, done: make(chan struct{}),
 		st: thinlvmv1.TransferStatus{SourceNode: from.Spec.NodeName, Attempts: attempts, StartTime: new(metav1.NowMicro())}}
 	r.copies.put(lv.Name, j)
+	target := lv.DeepCopy() // the reconcile goes on writing lv's status
 	go func() {
 		defer close(j.done)
 		defer cancel()
-		j.err = r.runCopy(jctx, lv.DeepCopy(), from, j)
+		j.err = r.runCopy(jctx, target, from, j)
 		st := j.status()
 		r.Metrics.copyEnded(string(st.Mode), st.BytesDone, st.BytesSent, j.err)
 		if j.err != nil {
 			log.FromContext(jctx).Info("copy failed", "lv", name, "source", from.Name, "node", from.Spec.NodeName, "error", j.err.Error())
 		}
-		r.wake(lv.Name)
+		r.wake(target.Name)
 	}()
 	return nil, &copying{j.status()}
 }
