@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -40,7 +41,7 @@ func (tokens) Authenticate(_ context.Context, token string) (string, error) {
 
 // serveTransfer runs node's transfer endpoint on loopback and publishes it
 // in node's LVMNode.
-func serveTransfer(t *testing.T, node string, l *lvmdtest.LVMD) {
+func serveTransfer(t *testing.T, node string, l *lvmdtest.LVMD, opts ...grpc.ServerOption) {
 	t.Helper()
 	cert, fp, err := transfer.NewCertificate(node)
 	if err != nil {
@@ -50,7 +51,7 @@ func serveTransfer(t *testing.T, node string, l *lvmdtest.LVMD) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(transfer.ServerTLS(cert))))
+	gs := grpc.NewServer(append(opts, grpc.Creds(credentials.NewTLS(transfer.ServerTLS(cert))))...)
 	transferpb.RegisterTransferServer(gs, &transfer.Server{Reader: k8sClient, LVMD: l, NodeName: node, Auth: tokens{}, Log: logr.Discard()})
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
@@ -264,4 +265,75 @@ func TestCopyFromAnotherNode(t *testing.T) {
 			t.Errorf("the token reached a server with another certificate: %q", got)
 		}
 	})
+}
+
+// breakingStream breaks the first Read after a few chunks, as a cut
+// connection or a restarted source agent would, and records where each
+// Read starts.
+type breakingStream struct {
+	grpc.ServerStream
+	sent  int
+	broke *atomic.Bool
+	froms chan<- uint64
+}
+
+func (s *breakingStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if req, ok := m.(*transferpb.ReadRequest); ok && err == nil {
+		s.froms <- req.GetFromOffset()
+	}
+	return err
+}
+
+func (s *breakingStream) SendMsg(m any) error {
+	if s.sent++; s.sent > 4 && s.broke.CompareAndSwap(false, true) {
+		return status.Error(codes.Unavailable, "connection reset (test)")
+	}
+	return s.ServerStream.SendMsg(m)
+}
+
+// A Read that breaks in the middle is resumed from the end of the last
+// chunk written, not started over, and the copy is identical.
+func TestCopyResumesABrokenRead(t *testing.T) {
+	ctx := context.Background()
+	src, dst := newNodeName(), newNodeName()
+	la := lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})
+	lb := lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})
+	var broke atomic.Bool
+	froms := make(chan uint64, 16)
+	serveTransfer(t, src, la, grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		return h(srv, &breakingStream{ServerStream: ss, broke: &broke, froms: froms})
+	}))
+	publishEndpoint(t, dst, nil)
+
+	origin := newLV("pvc-resume-src", src, "16Mi")
+	if err := k8sClient.Create(ctx, origin); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := la.CreateLV(ctx, &pb.CreateLVRequest{Name: origin.Name, SizeBytes: 16 << 20, Tags: []string{"lv:" + origin.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAt(t, resp.GetVolume().GetDevicePath(), 0, bytes.Repeat([]byte("resume me "), 12<<20/10))
+	want := device(t, la, origin.Name)
+
+	startAgentWith(t, dst, lb, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, dst)}})
+	clone := newLV("pvc-resume-copy", dst, "16Mi")
+	clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: origin.Name}
+	if err := k8sClient.Create(ctx, clone); err != nil {
+		t.Fatal(err)
+	}
+	got := readyLV(t, clone.Name)
+	if !broke.Load() {
+		t.Fatal("the Read was never broken")
+	}
+	if first, second := <-froms, <-froms; first != 0 || second != 3<<20 {
+		t.Errorf("Reads from %d and then %d, want 0 and then the end of the third chunk (%d)", first, second, 3<<20)
+	}
+	if st := got.Status.Transfer; st.Attempts != 1 || st.BytesDone != 12<<20 {
+		t.Errorf("transfer %+v, want one attempt that copied 12 MiB", st)
+	}
+	if !bytes.Equal(device(t, lb, clone.Name), want) {
+		t.Error("the resumed copy differs from the source")
+	}
 }
