@@ -59,6 +59,7 @@ type options struct {
 	transferAdvertise string
 	transferTokenFile string
 	transferSA        string
+	transferZstd      bool
 }
 
 func main() {
@@ -81,6 +82,7 @@ func main() {
 	fs.StringVar(&o.transferAdvertise, "transfer-advertise-address", "", "The address other nodes dial, host:port; empty derives it: the listen address when it names a host, else $POD_IP with the listen port.")
 	fs.StringVar(&o.transferTokenFile, "transfer-token-file", "/var/run/secrets/thinlvm.io/transfer/token", "The projected token (audience "+thinlvmv1.TransferAudience+") this agent presents to other nodes' transfer endpoints.")
 	fs.StringVar(&o.transferSA, "transfer-service-account", "thinlvm-node", "The node agents' ServiceAccount: only its tokens are served.")
+	fs.BoolVar(&o.transferZstd, "transfer-compress", true, "Ask other nodes for zstd-compressed chunks when copying volumes (they send data that does not compress as it is); false on a fast network with slow CPUs.")
 	klog.InitFlags(fs)
 	ctrl.RegisterFlags(fs) // --kubeconfig
 	_ = fs.Parse(os.Args[1:])
@@ -135,7 +137,7 @@ func run(o options) error {
 			return err
 		}
 		endpointStatus = ep
-		copier = &transfer.Copier{Reader: mgr.GetAPIReader(), TokenFile: o.transferTokenFile}
+		copier = &transfer.Copier{Reader: mgr.GetAPIReader(), TokenFile: o.transferTokenFile, Uncompressed: !o.transferZstd}
 	}
 	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, RetryAfter: o.noSpaceRetryAfter,
 		APIReader: mgr.GetAPIReader(), Recorder: recorder, Metrics: reconciler.NewMetrics(ctrlmetrics.Registry), Copier: copier}).SetupWithManager(mgr); err != nil {
