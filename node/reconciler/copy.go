@@ -96,6 +96,20 @@ func (c *copies) stop(name string) {
 	c.forget(name)
 }
 
+// stopAll cancels every copy and waits until they ended (each removes its
+// half-filled LV): the agent is stopping.
+func (c *copies) stopAll() {
+	c.mu.Lock()
+	names := make([]string, 0, len(c.jobs))
+	for name := range c.jobs {
+		names = append(names, name)
+	}
+	c.mu.Unlock()
+	for _, name := range names {
+		c.stop(name)
+	}
+}
+
 // incomplete tells whether vol is still being filled by a copy.
 func incomplete(vol *pb.LogicalVolume) bool {
 	return slices.Contains(vol.GetTags(), thinlvmv1.IncompleteTag)

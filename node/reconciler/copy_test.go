@@ -206,9 +206,9 @@ func TestCopyFromAnotherNode(t *testing.T) {
 
 	// The node a clone is made on may read it; no other node may.
 	t.Run("other node's token", func(t *testing.T) {
-		clone := newLV("pvc-move-stolen", dst, "16Mi")
+		// A clone on a node without an agent: nobody copies it.
+		clone := newLV("pvc-move-stolen", newNodeName(), "16Mi")
 		clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: origin.Name}
-		clone.Finalizers = []string{"test.thinlvm.io/hold"} // its agent is not told of it:
 		if err := k8sClient.Create(ctx, clone); err != nil {
 			t.Fatal(err)
 		}

@@ -95,6 +95,15 @@ func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		lv, ok := o.(*thinlvmv1.LogicalVolume)
 		return ok && lv.Spec.NodeName == r.NodeName
 	})
+	// Copies run past their reconcile; they end with the manager (their
+	// LVs removed: the next start copies again).
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		r.copies.stopAll()
+		return nil
+	})); err != nil {
+		return err
+	}
 	thisNode := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.NodeName })
 	r.wakeups = make(chan event.GenericEvent, 64)
 	return ctrl.NewControllerManagedBy(mgr).
