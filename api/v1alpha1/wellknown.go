@@ -19,6 +19,11 @@ const LogicalVolumeFinalizer = "thinlvm.io/lv"
 // every volume of the class is made from.
 const GoldenImageParameter = "thinlvm.io/golden-image"
 
+// OwnerTagPrefix prefixes the lvm tag that names an LV's LogicalVolume
+// ("lv:<name>"): the node agent tags every LV it makes with it, and an LV
+// is a LogicalVolume's only when it carries that tag.
+const OwnerTagPrefix = "lv:"
+
 // BaseTagPrefix prefixes the lvm tag that names a golden base's GoldenImage
 // ("base:<name>").
 const BaseTagPrefix = "base:"

@@ -18,6 +18,7 @@ import (
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/transfer"
+	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
 )
 
 // copying is the state of a LogicalVolume whose data is being copied from
@@ -264,11 +265,7 @@ func (r *LogicalVolumeReconciler) runCopy(ctx context.Context, lv, from *thinlvm
 // sharedBase is this node's base of the GoldenImage b names, when it holds
 // one of the same UID and sha256, sealed (Ready) in the volume's device
 // class; nil otherwise.
-func (r *LogicalVolumeReconciler) sharedBase(ctx context.Context, lv *thinlvmv1.LogicalVolume, b interface {
-	GetGoldenImage() string
-	GetUid() string
-	GetSha256() string
-}) (*pb.LogicalVolume, error) {
+func (r *LogicalVolumeReconciler) sharedBase(ctx context.Context, lv *thinlvmv1.LogicalVolume, b *transferpb.Base) (*pb.LogicalVolume, error) {
 	if b == nil || b.GetGoldenImage() == "" {
 		return nil, nil
 	}
@@ -276,11 +273,7 @@ func (r *LogicalVolumeReconciler) sharedBase(ctx context.Context, lv *thinlvmv1.
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: b.GetGoldenImage()}, gi); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	sha := ""
-	if h := gi.Spec.Source.HTTP; h != nil {
-		sha = h.SHA256
-	}
-	if string(gi.UID) != b.GetUid() || sha != b.GetSha256() || gi.Spec.DeviceClass != lv.Spec.DeviceClass {
+	if string(gi.UID) != b.GetUid() || transfer.ImageSHA256(gi) != b.GetSha256() || gi.Spec.DeviceClass != lv.Spec.DeviceClass {
 		return nil, nil
 	}
 	got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: thinlvmv1.BaseLVName(gi), DeviceClass: lv.Spec.DeviceClass})

@@ -40,7 +40,7 @@ import (
 const Finalizer = thinlvmv1.LogicalVolumeFinalizer
 
 // OwnerTagPrefix prefixes the lvm tag that names an LV's LogicalVolume.
-const OwnerTagPrefix = "lv:"
+const OwnerTagPrefix = thinlvmv1.OwnerTagPrefix
 
 // LogicalVolumeReconciler reconciles the LogicalVolumes of one node.
 type LogicalVolumeReconciler struct {

@@ -30,10 +30,6 @@ import (
 // ChunkSize is the most data one Chunk carries.
 const ChunkSize = 1 << 20
 
-// ownerTagPrefix is the lvm tag prefix naming an LV's LogicalVolume (the
-// node agent's reconciler tags every LV it makes with it).
-const ownerTagPrefix = "lv:"
-
 // castagnoli is the CRC-32C table of the chunks' checksums.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -147,7 +143,7 @@ func (s *Server) snapshot(ctx context.Context, g *grant, create bool) (*lvmdpb.L
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Contains(sl.GetVolume().GetTags(), ownerTagPrefix+g.source.Name) {
+	if !slices.Contains(sl.GetVolume().GetTags(), thinlvmv1.OwnerTagPrefix+g.source.Name) {
 		return nil, status.Errorf(codes.FailedPrecondition, "LV %s is not the LV of source LogicalVolume %s", srcLV, g.source.Name)
 	}
 	resp, err := s.LVMD.CreateSnapshot(ctx, &lvmdpb.CreateSnapshotRequest{Name: name, DeviceClass: class, SourceName: srcLV,
@@ -213,13 +209,15 @@ func (s *Server) Open(ctx context.Context, req *pb.OpenRequest) (*pb.OpenRespons
 		return nil, err
 	}
 	if gi != nil {
-		resp.Base = &pb.Base{GoldenImage: gi.Name, Uid: string(gi.UID), Sha256: imageSHA256(gi)}
+		resp.Base = &pb.Base{GoldenImage: gi.Name, Uid: string(gi.UID), Sha256: ImageSHA256(gi)}
 	}
 	return resp, nil
 }
 
-// imageSHA256 is the checksum a GoldenImage's base was verified against.
-func imageSHA256(gi *thinlvmv1.GoldenImage) string {
+// ImageSHA256 is the checksum a GoldenImage's base was verified against;
+// two nodes hold the same base when their bases are of one GoldenImage UID
+// and this checksum.
+func ImageSHA256(gi *thinlvmv1.GoldenImage) string {
 	if h := gi.Spec.Source.HTTP; h != nil {
 		return h.SHA256
 	}
