@@ -27,13 +27,72 @@ type HTTPSource struct {
 	// population whose bytes do not match fails and leaves no base.
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	SHA256 string `json:"sha256"`
+	// CAConfigMap names a ConfigMap in thinlvm's namespace whose key ca.crt
+	// holds the PEM certificates that verify the server, instead of the
+	// system's.
+	// +optional
+	CAConfigMap string `json:"caConfigMap,omitempty"`
+	// AuthSecret names a Secret in thinlvm's namespace sent as the request's
+	// credentials: keys username and password (basic), or token (bearer).
+	// They are sent to the URL's host only, never to a redirect's.
+	// +optional
+	AuthSecret string `json:"authSecret,omitempty"`
 }
 
-// ImageSource is where a golden image's bytes come from.
-type ImageSource struct {
-	// HTTP downloads the image on every node that needs it.
-	HTTP *HTTPSource `json:"http"`
+// RegistrySource is an OCI image in KubeVirt's container-disk layout: one
+// disk file (raw or qcow2, possibly gzip-, xz- or zstd-compressed) under
+// /disk/ in its layers.
+type RegistrySource struct {
+	// Image is the image's reference pinned by digest,
+	// registry/repository@sha256:<hex> (a tag may come before the @): the
+	// digest is the image's integrity check, so a reference without one is
+	// refused.
+	// +kubebuilder:validation:Pattern=`^[^@\s]+@sha256:[0-9a-f]{64}$`
+	Image string `json:"image"`
+	// PullSecret names a Secret of type kubernetes.io/dockerconfigjson in
+	// thinlvm's namespace with the registry's credentials.
+	// +optional
+	PullSecret string `json:"pullSecret,omitempty"`
+	// CAConfigMap names a ConfigMap in thinlvm's namespace whose key ca.crt
+	// holds the PEM certificates that verify the registry, instead of the
+	// system's.
+	// +optional
+	CAConfigMap string `json:"caConfigMap,omitempty"`
 }
+
+// ClaimSource names a thinlvm PersistentVolumeClaim or VolumeSnapshot.
+type ClaimSource struct {
+	// Namespace and Name name the object.
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// ImageSource is where a golden image's bytes come from: exactly one of
+// its fields.
+// +kubebuilder:validation:XValidation:rule="(has(self.http) ? 1 : 0) + (has(self.registry) ? 1 : 0) + (has(self.pvc) ? 1 : 0) + (has(self.volumeSnapshot) ? 1 : 0) == 1",message="exactly one of http, registry, pvc and volumeSnapshot"
+type ImageSource struct {
+	// HTTP downloads the image from a URL.
+	// +optional
+	HTTP *HTTPSource `json:"http,omitempty"`
+	// Registry pulls the image from an OCI registry.
+	// +optional
+	Registry *RegistrySource `json:"registry,omitempty"`
+	// PVC takes the image from a bound thinlvm claim: the base is a thin
+	// snapshot of its volume, made on that volume's node (O(1)), and
+	// copied from there to other nodes.
+	// +optional
+	PVC *ClaimSource `json:"pvc,omitempty"`
+	// VolumeSnapshot takes the image from a ready thinlvm VolumeSnapshot,
+	// as PVC does.
+	// +optional
+	VolumeSnapshot *ClaimSource `json:"volumeSnapshot,omitempty"`
+}
+
+// FromVolume tells whether the image is taken from a thinlvm volume or
+// snapshot rather than downloaded.
+func (s *ImageSource) FromVolume() bool { return s.PVC != nil || s.VolumeSnapshot != nil }
 
 // Prewarm says on which nodes the base is made before any volume needs it.
 type Prewarm struct {
@@ -44,17 +103,21 @@ type Prewarm struct {
 // GoldenImageSpec is a read-only disk image kept as a thin LV (a "base")
 // on the nodes that use it.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: create a GoldenImage with another name"
+// +kubebuilder:validation:XValidation:rule="has(self.size) || has(self.source.pvc) || has(self.source.volumeSnapshot)",message="size is required for http and registry sources"
 type GoldenImageSpec struct {
 	// Source is where the image comes from.
 	Source ImageSource `json:"source"`
-	// Format is raw (default) or qcow2; it applies to an HTTP source.
+	// Format is raw (default) or qcow2; it applies to http and registry
+	// sources.
 	// +optional
 	// +kubebuilder:default=raw
 	Format ImageFormat `json:"format,omitempty"`
 	// Size is the base LV's size: at least the image's raw size. Volumes
-	// made from the base are at least this large.
+	// made from the base are at least this large. For a pvc or
+	// volumeSnapshot source it is the volume's size and may be left out.
+	// +optional
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="size must be at least 1Mi"
-	Size resource.Quantity `json:"size"`
+	Size resource.Quantity `json:"size,omitzero"`
 	// DeviceClass is the lvmd device class (thin pool) of the base and of
 	// every volume made from it; empty for each node's default.
 	// +optional
@@ -85,6 +148,17 @@ type GoldenImageStatus struct {
 	PopulatingNodes int32 `json:"populatingNodes"`
 	// +optional
 	FailedNodes int32 `json:"failedNodes"`
+	// Nodes are the names of the nodes whose base is Ready, sorted, at
+	// most 100 (readyNodes counts them all).
+	// +optional
+	Nodes []string `json:"nodes,omitempty"`
+	// SourceVolume is the LogicalVolume a pvc or volumeSnapshot source
+	// resolved to, and its node, where the first base is made.
+	// +optional
+	SourceVolume *SourceVolumeStatus `json:"sourceVolume,omitempty"`
+	// Channels are the GoldenImageChannels that point at the image.
+	// +optional
+	Channels []string `json:"channels,omitempty"`
 	// LastError is the newest failure a node reported, with its node.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
@@ -98,9 +172,20 @@ type GoldenImageStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
+// SourceVolumeStatus is the thinlvm volume a GoldenImage is taken from.
+type SourceVolumeStatus struct {
+	// LogicalVolume is the volume's (or snapshot's) LogicalVolume name.
+	LogicalVolume string `json:"logicalVolume"`
+	// NodeName is its node.
+	NodeName string `json:"nodeName"`
+	// Size is its size, the base's size.
+	Size resource.Quantity `json:"size"`
+}
+
 // GoldenImage is a disk image that nodes keep as a read-only thin LV; every
-// volume of a StorageClass naming it (parameter thinlvm.io/golden-image) is
-// a thin snapshot of the base on its node.
+// volume of a StorageClass naming it (parameter thinlvm.io/golden-image),
+// or of a claim whose dataSourceRef names it, is a thin snapshot of the
+// base on its node.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=gi

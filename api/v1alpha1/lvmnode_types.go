@@ -107,7 +107,23 @@ type GoldenBaseStatus struct {
 	// Message says why a base Failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// From is where the base's data came from: "origin" (the image's
+	// source), "volume" (a local thin snapshot of the source volume), or
+	// the name of the peer node it was copied from.
+	// +optional
+	From string `json:"from,omitempty"`
+	// ContentSHA256 is the hex SHA-256 of the Ready base's bytes (all of
+	// its size), computed on this node; a node that copies the base from
+	// this one checks its copy against it.
+	// +optional
+	ContentSHA256 string `json:"contentSHA256,omitempty"`
 }
+
+// Where a base came from (GoldenBaseStatus.From), besides a peer's name.
+const (
+	BaseFromOrigin = "origin"
+	BaseFromVolume = "volume"
+)
 
 // TransferEndpoint is a node agent's transfer endpoint. Only the node's
 // own agent may write its LVMNode (see the node identity admission

@@ -19,6 +19,25 @@ const LogicalVolumeFinalizer = "thinlvm.io/lv"
 // every volume of the class is made from.
 const GoldenImageParameter = "thinlvm.io/golden-image"
 
+// GoldenImageChannelParameter is the StorageClass parameter naming the
+// GoldenImageChannel whose current GoldenImage every new volume of the
+// class is made from.
+const GoldenImageChannelParameter = "thinlvm.io/golden-image-channel"
+
+// Kinds a claim's dataSourceRef (apiGroup thinlvm.io) may name: the volume
+// is made from that GoldenImage's base, or from the base of the
+// GoldenImage the channel points at.
+const (
+	KindGoldenImage        = "GoldenImage"
+	KindGoldenImageChannel = "GoldenImageChannel"
+)
+
+// PopulateGoldenImageAnnotation is set by the controller, and honoured
+// only, on the claims it makes in its own namespace to populate a claim
+// whose dataSourceRef names a GoldenImage or a channel: it names the
+// GoldenImage the volume is made from.
+const PopulateGoldenImageAnnotation = "thinlvm.io/populate-golden-image"
+
 // OwnerTagPrefix prefixes the lvm tag that names an LV's LogicalVolume
 // ("lv:<name>"): the node agent tags every LV it makes with it, and an LV
 // is a LogicalVolume's only when it carries that tag.

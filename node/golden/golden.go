@@ -388,7 +388,7 @@ func (r *Reconciler) populate(ctx context.Context, gi *thinlvmv1.GoldenImage, po
 	if err := r.setBase(ctx, name, st(thinlvmv1.GoldenBasePopulating)); err != nil {
 		return 0, err
 	}
-	r.event(gi, corev1.EventTypeNormal, "Populating", "node %s: populating base %s from %s", r.NodeName, lvName, redactURL(gi.Spec.Source.HTTP.URL))
+	r.event(gi, corev1.EventTypeNormal, "Populating", "node %s: populating base %s from %s", r.NodeName, lvName, SourceName(&gi.Spec.Source))
 	resp, err := r.LVMD.CreateLV(ctx, &pb.CreateLVRequest{Name: lvName, DeviceClass: gi.Spec.DeviceClass,
 		SizeBytes: uint64(gi.Spec.Size.Value()), Tags: []string{thinlvmv1.BaseTagPrefix + name}})
 	if err != nil {

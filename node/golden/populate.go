@@ -308,6 +308,22 @@ func (w *Writer) Populate(ctx context.Context, spec *thinlvmv1.GoldenImageSpec, 
 	return n, dev.Close()
 }
 
+// SourceName names an image's source for logs and Events, without what
+// may be secret.
+func SourceName(src *thinlvmv1.ImageSource) string {
+	switch {
+	case src.HTTP != nil:
+		return redactURL(src.HTTP.URL)
+	case src.Registry != nil:
+		return "registry " + src.Registry.Image
+	case src.PVC != nil:
+		return "claim " + src.PVC.Namespace + "/" + src.PVC.Name
+	case src.VolumeSnapshot != nil:
+		return "snapshot " + src.VolumeSnapshot.Namespace + "/" + src.VolumeSnapshot.Name
+	}
+	return "no source"
+}
+
 func verify(sum hash.Hash, want string) error {
 	if got := hex.EncodeToString(sum.Sum(nil)); got != want {
 		return fmt.Errorf("%w: sha256 mismatch: the image's is %s, the GoldenImage says %s", errPermanent, got, want)
