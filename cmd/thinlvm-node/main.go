@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -60,6 +61,9 @@ type options struct {
 	transferTokenFile string
 	transferSA        string
 	transferZstd      bool
+	transferBases     int
+	goldenPeers       bool
+	namespace         string
 }
 
 func main() {
@@ -82,6 +86,9 @@ func main() {
 	fs.StringVar(&o.transferAdvertise, "transfer-advertise-address", "", "The address other nodes dial, host:port; empty derives it: the listen address when it names a host, else $POD_IP with the listen port.")
 	fs.StringVar(&o.transferTokenFile, "transfer-token-file", "/var/run/secrets/thinlvm.io/transfer/token", "The projected token (audience "+thinlvmv1.TransferAudience+") this agent presents to other nodes' transfer endpoints.")
 	fs.StringVar(&o.transferSA, "transfer-service-account", "thinlvm-node", "The node agents' ServiceAccount: only its tokens are served.")
+	fs.IntVar(&o.transferBases, "transfer-max-base-streams", 2, "How many copies of golden bases this node sends to other nodes at once; more wait or copy from another node.")
+	fs.BoolVar(&o.goldenPeers, "golden-peers", true, "Copy golden bases from nodes that hold them, and download an image from its origin only when no node does (one node at a time); false downloads on every node.")
+	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The agent's namespace (default $POD_NAMESPACE): it holds the Leases of downloads from images' origins.")
 	fs.BoolVar(&o.transferZstd, "transfer-compress", true, "Ask other nodes for zstd-compressed chunks when copying volumes (they send data that does not compress as it is); false on a fast network with slow CPUs.")
 	klog.InitFlags(fs)
 	ctrl.RegisterFlags(fs) // --kubeconfig
@@ -148,9 +155,16 @@ func run(o options) error {
 		logger.Info("qemu-img not found: qcow2 golden images will fail", "qemuImg", o.qemuImg)
 		qemuImg = ""
 	}
+	var peers *transfer.Copier
+	if o.goldenPeers && copier != nil {
+		if o.namespace == "" {
+			return errors.New("--golden-peers needs --namespace (or $POD_NAMESPACE)")
+		}
+		peers = copier
+	}
 	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: client, NodeName: o.nodeName,
 		Writer: &golden.Writer{QemuImg: qemuImg, ScratchDir: o.scratchDir}, Recorder: recorder,
-		RetryAfter: o.goldenRetry, Metrics: golden.NewMetrics(ctrlmetrics.Registry)}).SetupWithManager(mgr); err != nil {
+		RetryAfter: o.goldenRetry, Metrics: golden.NewMetrics(ctrlmetrics.Registry), Copier: peers, Namespace: o.namespace}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.Add(&lvmnode.Publisher{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, Interval: o.publishInterval, Recorder: recorder,
@@ -186,7 +200,7 @@ func serveTransfer(mgr ctrl.Manager, o options, lvmdClient lvmd.Client, logger k
 		lis.Close()
 		return nil, err
 	}
-	server := &transfer.Server{Reader: mgr.GetAPIReader(), LVMD: lvmdClient, NodeName: o.nodeName, Log: logger.WithName("transfer"),
+	server := &transfer.Server{Reader: mgr.GetAPIReader(), LVMD: lvmdClient, NodeName: o.nodeName, Log: logger.WithName("transfer"), MaxBaseStreams: o.transferBases,
 		Auth: &transfer.TokenReviewer{Reviews: cs.AuthenticationV1().TokenReviews(), ServiceAccount: o.transferSA}}
 	if err := mgr.Add(server); err != nil { // its sweep
 		lis.Close()

@@ -2,7 +2,6 @@ package golden
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,6 +31,7 @@ import (
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/lvmd"
+	"github.com/thinlvm/thinlvm/node/transfer"
 )
 
 // Reconciler keeps its node's golden bases: one per GoldenImage that a
@@ -54,6 +54,19 @@ type Reconciler struct {
 	ProgressInterval time.Duration
 	// Metrics, when set, counts the populations.
 	Metrics *Metrics
+	// Copier copies bases from the nodes that hold them Ready; nil turns
+	// copies from peers off (every node downloads from the origin).
+	Copier *transfer.Copier
+	// Namespace holds the Leases that let one node at a time download an
+	// image from its origin (the agent's own namespace).
+	Namespace string
+	// WaitInterval is how often a population that waits (for a peer, for
+	// the node downloading from the origin, for the source volume) looks
+	// again; default 3s.
+	WaitInterval time.Duration
+	// LeaseDuration is how long a download from the origin holds the
+	// image's Lease without renewing it; default 30s.
+	LeaseDuration time.Duration
 
 	mu       sync.Mutex
 	pops     map[string]*population // by GoldenImage name
@@ -67,6 +80,28 @@ type population struct {
 	uid    types.UID
 	prog   progress
 	cancel context.CancelFunc
+
+	mu   sync.Mutex
+	src  string // where the data comes from: origin, volume, or a peer
+	wait string // what it waits for, while it does
+}
+
+func (p *population) from() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.src
+}
+
+func (p *population) waiting() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.wait
+}
+
+func (p *population) set(from, waiting string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.src, p.wait = from, waiting
 }
 
 // failure is the last failed population of an image.
@@ -82,6 +117,7 @@ type failure struct {
 // +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete,namespace=thinlvm-system
 
 // SetupWithManager registers the reconciler, and a start-up sweep that
 // finds bases whose GoldenImage was deleted while the agent was down.
@@ -244,7 +280,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if fail != nil && fail.uid == gi.UID {
 		if wait := r.backoff(fail) - time.Since(fail.at); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, r.setBase(ctx, name, &thinlvmv1.GoldenBaseStatus{Name: name, LV: want,
-				DeviceClass: gi.Spec.DeviceClass, Size: gi.Spec.Size, State: thinlvmv1.GoldenBaseFailed, Message: fail.err.Error()})
+				DeviceClass: gi.Spec.DeviceClass, Size: baseSize(gi), State: thinlvmv1.GoldenBaseFailed, Message: fail.err.Error()})
 		}
 	}
 	r.start(ctx, gi)
@@ -293,9 +329,14 @@ func (r *Reconciler) removeAll(ctx context.Context, name string, bases []*pb.Log
 }
 
 // needed tells whether the node must hold the image's base: a
-// LogicalVolume here is being made from it, or its prewarm selector
-// matches the node.
+// LogicalVolume here is being made from it, its prewarm selector matches
+// the node, or it is taken from a volume on this node.
 func (r *Reconciler) needed(ctx context.Context, gi *thinlvmv1.GoldenImage) (bool, error) {
+	// An image taken from a volume is made first on the volume's node,
+	// where it costs nothing, and copied from there.
+	if sv := gi.Status.SourceVolume; gi.Spec.Source.FromVolume() && sv != nil && sv.NodeName == r.NodeName {
+		return true, nil
+	}
 	if p := gi.Spec.Prewarm; p != nil {
 		sel, err := metav1.LabelSelectorAsSelector(&p.NodeSelector)
 		if err != nil {
@@ -333,8 +374,9 @@ func (r *Reconciler) ready(ctx context.Context, gi *thinlvmv1.GoldenImage, base 
 	r.mu.Lock()
 	delete(r.failures, gi.Name)
 	r.mu.Unlock()
+	from, sum := sealedTags(base)
 	return r.setBase(ctx, gi.Name, &thinlvmv1.GoldenBaseStatus{Name: gi.Name, LV: base.GetName(), DeviceClass: base.GetDeviceClass(),
-		Size: *resource.NewQuantity(int64(base.GetSizeBytes()), resource.BinarySI), State: thinlvmv1.GoldenBaseReady})
+		Size: *resource.NewQuantity(int64(base.GetSizeBytes()), resource.BinarySI), State: thinlvmv1.GoldenBaseReady, From: from, ContentSHA256: sum})
 }
 
 // start runs the image's population in the background; its end wakes the
@@ -377,32 +419,20 @@ func (r *Reconciler) start(ctx context.Context, gi *thinlvmv1.GoldenImage) {
 	}()
 }
 
-// populate makes the base LV, streams the image into it and seals it. On
-// failure it removes the LV: no half-written base is ever read-only.
+// populate makes the base from the first source that can serve it (see
+// sources.go), reporting its progress in the LVMNode meanwhile.
 func (r *Reconciler) populate(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *population) (int64, error) {
-	name, lvName := gi.Name, thinlvmv1.BaseLVName(gi)
+	name := gi.Name
 	st := func(state thinlvmv1.GoldenBaseState) *thinlvmv1.GoldenBaseStatus {
-		return &thinlvmv1.GoldenBaseStatus{Name: name, LV: lvName, DeviceClass: gi.Spec.DeviceClass, Size: gi.Spec.Size, State: state,
-			BytesDone: pop.prog.done.Load(), BytesTotal: pop.prog.total.Load()}
+		return &thinlvmv1.GoldenBaseStatus{Name: name, LV: thinlvmv1.BaseLVName(gi), DeviceClass: gi.Spec.DeviceClass, Size: baseSize(gi), State: state,
+			BytesDone: pop.prog.done.Load(), BytesTotal: pop.prog.total.Load(), From: pop.from(), Message: pop.waiting()}
 	}
 	if err := r.setBase(ctx, name, st(thinlvmv1.GoldenBasePopulating)); err != nil {
 		return 0, err
 	}
-	r.event(gi, corev1.EventTypeNormal, "Populating", "node %s: populating base %s from %s", r.NodeName, lvName, SourceName(&gi.Spec.Source))
-	resp, err := r.LVMD.CreateLV(ctx, &pb.CreateLVRequest{Name: lvName, DeviceClass: gi.Spec.DeviceClass,
-		SizeBytes: uint64(gi.Spec.Size.Value()), Tags: []string{thinlvmv1.BaseTagPrefix + name}})
-	if err != nil {
-		return 0, fmt.Errorf("create base lv %s: %w", lvName, err)
-	}
-	vol := resp.GetVolume()
-	fail := func(err error) (int64, error) {
-		if _, rerr := r.LVMD.RemoveLV(ctx, &pb.RemoveLVRequest{Name: lvName, DeviceClass: vol.GetDeviceClass()}); rerr != nil && status.Code(rerr) != codes.NotFound {
-			err = errors.Join(err, fmt.Errorf("remove the half-written base: %w", rerr))
-		}
-		return 0, err
-	}
-
+	r.event(gi, corev1.EventTypeNormal, "Populating", "node %s: populating base %s from %s", r.NodeName, thinlvmv1.BaseLVName(gi), SourceName(&gi.Spec.Source))
 	done := make(chan struct{})
+	defer close(done)
 	go func() { // progress
 		t := time.NewTicker(r.progressInterval())
 		defer t.Stop()
@@ -417,15 +447,7 @@ func (r *Reconciler) populate(ctx context.Context, gi *thinlvmv1.GoldenImage, po
 			}
 		}
 	}()
-	n, err := r.Writer.Populate(ctx, &gi.Spec, vol.GetDevicePath(), int64(vol.GetSizeBytes()), &pop.prog)
-	close(done)
-	if err != nil {
-		return fail(err)
-	}
-	if _, err := r.LVMD.ChangeLV(ctx, &pb.ChangeLVRequest{Name: lvName, DeviceClass: vol.GetDeviceClass(), ReadOnly: new(true), Active: new(false)}); err != nil {
-		return fail(fmt.Errorf("seal base %s: %w", lvName, err))
-	}
-	return n, nil
+	return r.fill(ctx, gi, pop)
 }
 
 func (r *Reconciler) progressInterval() time.Duration {
@@ -488,5 +510,5 @@ func (r *Reconciler) setBase(ctx context.Context, name string, st *thinlvmv1.Gol
 
 func sameBase(a, b thinlvmv1.GoldenBaseStatus) bool {
 	return a.Name == b.Name && a.LV == b.LV && a.DeviceClass == b.DeviceClass && a.Size.Cmp(b.Size) == 0 && a.State == b.State &&
-		a.BytesDone == b.BytesDone && a.BytesTotal == b.BytesTotal && a.Message == b.Message
+		a.BytesDone == b.BytesDone && a.BytesTotal == b.BytesTotal && a.Message == b.Message && a.From == b.From && a.ContentSHA256 == b.ContentSHA256
 }

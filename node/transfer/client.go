@@ -10,10 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -22,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/node/directio"
 	pb "github.com/thinlvm/thinlvm/node/transfer/proto"
 )
 
@@ -50,6 +49,7 @@ type Session struct {
 	c      *Copier
 	node   string
 	target string
+	base   *pb.BaseRef
 	conn   *grpc.ClientConn
 	client pb.TransferClient
 
@@ -73,6 +73,22 @@ func (c *Copier) Open(ctx context.Context, node, target string) (*Session, *pb.O
 	if err != nil {
 		s.conn.Close()
 		return nil, nil, fmt.Errorf("open the copy on node %s: %w", node, err)
+	}
+	return s, resp, nil
+}
+
+// OpenBase dials node's endpoint and opens the copy of its golden base of
+// the GoldenImage image of uid. A node that sends as many bases as it may
+// already refuses with ResourceExhausted.
+func (c *Copier) OpenBase(ctx context.Context, node, image, uid string) (*Session, *pb.OpenResponse, error) {
+	s := &Session{c: c, node: node, base: &pb.BaseRef{GoldenImage: image, Uid: uid}}
+	if err := s.dial(ctx); err != nil {
+		return nil, nil, err
+	}
+	resp, err := s.client.Open(ctx, &pb.OpenRequest{Base: s.base})
+	if err != nil {
+		s.conn.Close()
+		return nil, nil, fmt.Errorf("open the copy of the base of %s on node %s: %w", image, node, err)
 	}
 	return s, resp, nil
 }
@@ -138,7 +154,7 @@ func retryable(err error) bool {
 // and writes them into the device at path, resuming from the last range
 // written when the connection breaks, then syncs the device.
 func (s *Session) CopyTo(ctx context.Context, path string, againstBase bool) error {
-	dev, err := openDirect(path, os.O_WRONLY)
+	dev, err := directio.Open(path, os.O_WRONLY)
 	if err != nil {
 		return err
 	}
@@ -185,7 +201,7 @@ func (s *Session) read(ctx context.Context, dev *os.File, againstBase bool, from
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := s.client.Read(ctx, &pb.ReadRequest{Target: s.target, AgainstBase: againstBase, FromOffset: from, Compression: comp})
+	stream, err := s.client.Read(ctx, &pb.ReadRequest{Target: s.target, Base: s.base, AgainstBase: againstBase, FromOffset: from, Compression: comp})
 	if err != nil {
 		return from, err
 	}
@@ -196,7 +212,7 @@ func (s *Session) read(ctx context.Context, dev *os.File, againstBase bool, from
 		}
 		defer dec.Close()
 	}
-	buf, zeros := aligned(ChunkSize), aligned(ChunkSize)
+	buf, zeros := directio.Buffer(ChunkSize), directio.Buffer(ChunkSize)
 	first := true
 	for {
 		msg, err := stream.Recv()
@@ -252,40 +268,11 @@ func (s *Session) read(ctx context.Context, dev *os.File, againstBase bool, from
 	}
 }
 
-// openDirect opens a device with O_DIRECT. A copy's data goes to the disk
-// as it arrives instead of piling up in the page cache (hundreds of MiB of
-// writeback that a small node, or a VM's disk, takes minutes to drain,
-// stalling every other I/O meanwhile), and a source is read without
-// filling the cache with data this node will not read again. A file
-// system without O_DIRECT (a test's tmpfs) gets buffered I/O.
-func openDirect(path string, flag int) (*os.File, error) {
-	dev, err := os.OpenFile(path, flag|unix.O_DIRECT, 0)
-	if errors.Is(err, unix.EINVAL) {
-		dev, err = os.OpenFile(path, flag, 0)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	return dev, nil
-}
-
-// aligned is a zeroed buffer of n bytes at a page boundary, as O_DIRECT
-// wants it.
-func aligned(n int) []byte {
-	const page = 4096
-	b := make([]byte, n+page)
-	off := 0
-	if r := int(uintptr(unsafe.Pointer(&b[0])) % page); r != 0 {
-		off = page - r
-	}
-	return b[off : off+n : off+n]
-}
-
 // Close removes the source's snapshot and closes the connection. The
 // source node's sweep removes the snapshot anyway once the target is
 // Ready or gone: a failed Close leaves nothing for good.
 func (s *Session) Close(ctx context.Context) error {
 	defer s.conn.Close()
-	_, err := s.client.Close(ctx, &pb.CloseRequest{Target: s.target})
+	_, err := s.client.Close(ctx, &pb.CloseRequest{Target: s.target, Base: s.base})
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -23,6 +24,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	lvmdpb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/directio"
 	"github.com/thinlvm/thinlvm/node/lvmd"
 	pb "github.com/thinlvm/thinlvm/node/transfer/proto"
 )
@@ -47,42 +49,73 @@ type Server struct {
 	// SweepInterval is how often snapshots whose copy ended are removed;
 	// default one minute.
 	SweepInterval time.Duration
+	// MaxBaseStreams is how many copies of golden bases the server sends
+	// at once; more are refused with ResourceExhausted, and their callers
+	// copy from another node or wait. Default 2.
+	MaxBaseStreams int
+
+	baseOnce    sync.Once
+	baseStreams chan struct{}
 }
 
 var _ pb.TransferServer = (*Server)(nil)
 
 // grant is what an authorized call may read: the target being made on the
-// caller's node, and its source here.
+// caller's node and its source here, or this node's base of an image.
 type grant struct {
-	caller         string
+	caller string
+	// key names the copy's snapshot: the target's name, or
+	// baseKey(image, caller).
+	key            string
 	target, source *thinlvmv1.LogicalVolume
+	image          *thinlvmv1.GoldenImage
 }
 
-// authorize authenticates the call's token and checks that target is a
-// LogicalVolume of the caller's node whose source is a LogicalVolume of
-// this node. Nothing else is ever served.
-func (s *Server) authorize(ctx context.Context, target string) (*grant, error) {
-	if target == "" {
+// class is the device class of what the grant reads.
+func (g *grant) class() string {
+	if g.image != nil {
+		return g.image.Spec.DeviceClass
+	}
+	return g.source.Spec.DeviceClass
+}
+
+// baseKeyPrefix starts the key of a base's copy: "base:<image>:<caller>".
+const baseKeyPrefix = "base:"
+
+func baseKey(image, caller string) string { return baseKeyPrefix + image + ":" + caller }
+
+// authorize authenticates the call's token and checks what it asks for:
+// target, a LogicalVolume of the caller's node whose source is a
+// LogicalVolume of this node; or base, a GoldenImage whose base this node
+// holds (any node agent may copy a base: every node may make one from the
+// image's source anyway). Nothing else is ever served.
+func (s *Server) authorize(ctx context.Context, target string, base *pb.BaseRef) (*grant, error) {
+	switch {
+	case base != nil && target != "":
+		return nil, status.Error(codes.InvalidArgument, "target and base are exclusive")
+	case base != nil && (base.GetGoldenImage() == "" || base.GetUid() == ""):
+		return nil, status.Error(codes.InvalidArgument, "base needs golden_image and uid")
+	case base == nil && target == "":
 		return nil, status.Error(codes.InvalidArgument, "target is required")
 	}
-	var token string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("authorization"); len(v) == 1 {
-			token, _ = strings.CutPrefix(v[0], "Bearer ")
-		}
-	}
-	if token == "" {
-		return nil, status.Error(codes.Unauthenticated, "no bearer token")
-	}
-	caller, err := s.Auth.Authenticate(ctx, token)
-	var aerr *authError
-	if errors.As(err, &aerr) {
-		return nil, status.Error(codes.Unauthenticated, aerr.Error())
-	}
+	caller, err := s.authenticate(ctx)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "%v", err)
+		return nil, err
 	}
-	g := &grant{caller: caller, target: &thinlvmv1.LogicalVolume{}}
+	if base != nil {
+		gi := &thinlvmv1.GoldenImage{}
+		if err := s.Reader.Get(ctx, types.NamespacedName{Name: base.GetGoldenImage()}, gi); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, status.Errorf(codes.NotFound, "GoldenImage %s not found", base.GetGoldenImage())
+			}
+			return nil, status.Errorf(codes.Unavailable, "get GoldenImage %s: %v", base.GetGoldenImage(), err)
+		}
+		if string(gi.UID) != base.GetUid() || !gi.DeletionTimestamp.IsZero() {
+			return nil, status.Errorf(codes.NotFound, "GoldenImage %s of uid %s not found", base.GetGoldenImage(), base.GetUid())
+		}
+		return &grant{caller: caller, key: baseKey(gi.Name, caller), image: gi}, nil
+	}
+	g := &grant{caller: caller, key: target, target: &thinlvmv1.LogicalVolume{}}
 	if err := s.Reader.Get(ctx, types.NamespacedName{Name: target}, g.target); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, status.Errorf(codes.NotFound, "LogicalVolume %s not found", target)
@@ -112,15 +145,37 @@ func (s *Server) authorize(ctx context.Context, target string) (*grant, error) {
 	return g, nil
 }
 
+// authenticate returns the node of the call's token.
+func (s *Server) authenticate(ctx context.Context) (string, error) {
+	var token string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get("authorization"); len(v) == 1 {
+			token, _ = strings.CutPrefix(v[0], "Bearer ")
+		}
+	}
+	if token == "" {
+		return "", status.Error(codes.Unauthenticated, "no bearer token")
+	}
+	caller, err := s.Auth.Authenticate(ctx, token)
+	var aerr *authError
+	if errors.As(err, &aerr) {
+		return "", status.Error(codes.Unauthenticated, aerr.Error())
+	}
+	if err != nil {
+		return "", status.Errorf(codes.Unavailable, "%v", err)
+	}
+	return caller, nil
+}
+
 // snapshot is the point-in-time snapshot of g's source, made on the first
 // Open: by name, so that every later call (and a restarted server) finds it.
 func (s *Server) snapshot(ctx context.Context, g *grant, create bool) (*lvmdpb.LogicalVolume, error) {
-	name := thinlvmv1.TransferLVName(g.target.Name)
-	class := g.source.Spec.DeviceClass
+	name := thinlvmv1.TransferLVName(g.key)
+	class := g.class()
 	got, err := s.LVMD.GetLV(ctx, &lvmdpb.GetLVRequest{Name: name, DeviceClass: class})
 	if err == nil {
-		if !slices.Contains(got.GetVolume().GetTags(), thinlvmv1.TransferTagPrefix+g.target.Name) {
-			return nil, status.Errorf(codes.FailedPrecondition, "LV %s is not the transfer snapshot of %s", name, g.target.Name)
+		if !slices.Contains(got.GetVolume().GetTags(), thinlvmv1.TransferTagPrefix+g.key) {
+			return nil, status.Errorf(codes.FailedPrecondition, "LV %s is not the transfer snapshot of %s", name, g.key)
 		}
 		return got.GetVolume(), nil
 	}
@@ -128,31 +183,74 @@ func (s *Server) snapshot(ctx context.Context, g *grant, create bool) (*lvmdpb.L
 		return nil, err
 	}
 	if !create {
-		return nil, status.Errorf(codes.FailedPrecondition, "the copy of %s is not open (or its snapshot was removed): Open it again", g.target.Name)
+		return nil, status.Errorf(codes.FailedPrecondition, "the copy of %s is not open (or its snapshot was removed): Open it again", g.key)
 	}
-	if !g.target.DeletionTimestamp.IsZero() || meta.IsStatusConditionTrue(g.target.Status.Conditions, thinlvmv1.ConditionReady) {
-		return nil, status.Errorf(codes.FailedPrecondition, "LogicalVolume %s is deleted or made already", g.target.Name)
+	var srcLV, owner string
+	if g.image != nil {
+		// A base is read only once sealed: a writable one is still being
+		// populated and is never served.
+		srcLV, owner = thinlvmv1.BaseLVName(g.image), thinlvmv1.BaseTagPrefix+g.image.Name
+	} else {
+		if !g.target.DeletionTimestamp.IsZero() || meta.IsStatusConditionTrue(g.target.Status.Conditions, thinlvmv1.ConditionReady) {
+			return nil, status.Errorf(codes.FailedPrecondition, "LogicalVolume %s is deleted or made already", g.target.Name)
+		}
+		// The source's LV is found by its object's identity (name and
+		// owner tag), as the reconciler finds it.
+		srcLV, owner = thinlvmv1.LVName(g.source), thinlvmv1.OwnerTagPrefix+g.source.Name
 	}
-	// The source's LV is found by its object's identity (name and owner
-	// tag), as the reconciler finds it.
-	srcLV := thinlvmv1.LVName(g.source)
 	sl, err := s.LVMD.GetLV(ctx, &lvmdpb.GetLVRequest{Name: srcLV, DeviceClass: class})
-	if status.Code(err) == codes.NotFound {
+	switch {
+	case status.Code(err) == codes.NotFound && g.image != nil:
+		return nil, status.Errorf(codes.NotFound, "node %s holds no base of GoldenImage %s", s.NodeName, g.image.Name)
+	case status.Code(err) == codes.NotFound:
 		return nil, status.Errorf(codes.NotFound, "the LV of source LogicalVolume %s is not made yet", g.source.Name)
-	}
-	if err != nil {
+	case err != nil:
 		return nil, err
-	}
-	if !slices.Contains(sl.GetVolume().GetTags(), thinlvmv1.OwnerTagPrefix+g.source.Name) {
-		return nil, status.Errorf(codes.FailedPrecondition, "LV %s is not the LV of source LogicalVolume %s", srcLV, g.source.Name)
+	case !slices.Contains(sl.GetVolume().GetTags(), owner):
+		return nil, status.Errorf(codes.FailedPrecondition, "LV %s is not tagged %s", srcLV, owner)
+	case g.image != nil && !sl.GetVolume().GetReadOnly():
+		return nil, status.Errorf(codes.FailedPrecondition, "the base of GoldenImage %s on node %s is not Ready", g.image.Name, s.NodeName)
 	}
 	resp, err := s.LVMD.CreateSnapshot(ctx, &lvmdpb.CreateSnapshotRequest{Name: name, DeviceClass: class, SourceName: srcLV,
-		ReadOnly: true, Transient: true, Tags: []string{thinlvmv1.TransferTagPrefix + g.target.Name}})
+		ReadOnly: true, Transient: true, Tags: []string{thinlvmv1.TransferTagPrefix + g.key}})
 	if err != nil {
 		return nil, err
 	}
-	s.Log.Info("transfer snapshot made", "snapshot", name, "source", g.source.Name, "target", g.target.Name, "caller", g.caller)
+	s.Log.Info("transfer snapshot made", "snapshot", name, "source", srcLV, "copy", g.key, "caller", g.caller)
 	return resp.GetVolume(), nil
+}
+
+// contentSHA256 is the checksum this node publishes of its Ready base of
+// image: the base's LV must be the one its LVMNode names.
+func (s *Server) contentSHA256(ctx context.Context, image *thinlvmv1.GoldenImage) (string, error) {
+	ln := &thinlvmv1.LVMNode{}
+	if err := s.Reader.Get(ctx, types.NamespacedName{Name: s.NodeName}, ln); err != nil {
+		return "", status.Errorf(codes.Unavailable, "get LVMNode %s: %v", s.NodeName, err)
+	}
+	for _, b := range ln.Status.GoldenBases {
+		if b.Name == image.Name && b.LV == thinlvmv1.BaseLVName(image) && b.State == thinlvmv1.GoldenBaseReady && b.ContentSHA256 != "" {
+			return b.ContentSHA256, nil
+		}
+	}
+	return "", status.Errorf(codes.FailedPrecondition, "the base of GoldenImage %s on node %s is not Ready", image.Name, s.NodeName)
+}
+
+// acquireBase takes one of the server's base streams, or fails with
+// ResourceExhausted when all are taken.
+func (s *Server) acquireBase() (release func(), err error) {
+	s.baseOnce.Do(func() {
+		n := s.MaxBaseStreams
+		if n <= 0 {
+			n = 2
+		}
+		s.baseStreams = make(chan struct{}, n)
+	})
+	select {
+	case s.baseStreams <- struct{}{}:
+		return func() { <-s.baseStreams }, nil
+	default:
+		return nil, status.Errorf(codes.ResourceExhausted, "node %s sends %d bases already", s.NodeName, cap(s.baseStreams))
+	}
 }
 
 // base finds the golden base vol descends from: up its chain of origins
@@ -195,15 +293,30 @@ func (s *Server) base(ctx context.Context, vol *lvmdpb.LogicalVolume) (*lvmdpb.L
 
 // Open implements pb.TransferServer.
 func (s *Server) Open(ctx context.Context, req *pb.OpenRequest) (*pb.OpenResponse, error) {
-	g, err := s.authorize(ctx, req.GetTarget())
+	g, err := s.authorize(ctx, req.GetTarget(), req.GetBase())
 	if err != nil {
 		return nil, err
+	}
+	var sum string
+	if g.image != nil {
+		// Refused early when busy: the caller asks another node.
+		release, err := s.acquireBase()
+		if err != nil {
+			return nil, err
+		}
+		release()
+		if sum, err = s.contentSHA256(ctx, g.image); err != nil {
+			return nil, err
+		}
 	}
 	snap, err := s.snapshot(ctx, g, true)
 	if err != nil {
 		return nil, err
 	}
-	resp := &pb.OpenResponse{SizeBytes: snap.GetSizeBytes()}
+	resp := &pb.OpenResponse{SizeBytes: snap.GetSizeBytes(), ContentSha256: sum}
+	if g.image != nil {
+		return resp, nil
+	}
 	_, gi, err := s.base(ctx, snap)
 	if err != nil {
 		return nil, err
@@ -218,18 +331,32 @@ func (s *Server) Open(ctx context.Context, req *pb.OpenRequest) (*pb.OpenRespons
 // two nodes hold the same base when their bases are of one GoldenImage UID
 // and this checksum.
 func ImageSHA256(gi *thinlvmv1.GoldenImage) string {
-	if h := gi.Spec.Source.HTTP; h != nil {
-		return h.SHA256
+	switch src := gi.Spec.Source; {
+	case src.HTTP != nil:
+		return src.HTTP.SHA256
+	case src.Registry != nil:
+		_, digest, _ := strings.Cut(src.Registry.Image, "@sha256:")
+		return digest
 	}
-	return ""
+	return "" // taken from a volume: the UID alone tells
 }
 
 // Read implements pb.TransferServer.
 func (s *Server) Read(req *pb.ReadRequest, stream pb.Transfer_ReadServer) error {
 	ctx := stream.Context()
-	g, err := s.authorize(ctx, req.GetTarget())
+	g, err := s.authorize(ctx, req.GetTarget(), req.GetBase())
 	if err != nil {
 		return err
+	}
+	if g.image != nil {
+		if req.GetAgainstBase() {
+			return status.Error(codes.InvalidArgument, "a base is copied whole: against_base does not apply")
+		}
+		release, err := s.acquireBase()
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	snap, err := s.snapshot(ctx, g, false)
 	if err != nil {
@@ -260,7 +387,7 @@ func (s *Server) Read(req *pb.ReadRequest, stream pb.Transfer_ReadServer) error 
 	if err := stream.Send(&pb.ReadResponse{Msg: &pb.ReadResponse_Plan{Plan: plan}}); err != nil {
 		return err
 	}
-	dev, err := openDirect(snap.GetDevicePath(), os.O_RDONLY)
+	dev, err := directio.Open(snap.GetDevicePath(), os.O_RDONLY)
 	if err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}
@@ -272,7 +399,7 @@ func (s *Server) Read(req *pb.ReadRequest, stream pb.Transfer_ReadServer) error 
 		}
 		defer enc.Close()
 	}
-	buf := aligned(ChunkSize)
+	buf := directio.Buffer(ChunkSize)
 	var out []byte
 	skip := 0 // chunks not to try compressing: the last ones did not compress
 	for _, r := range ranges.GetRanges() {
@@ -311,18 +438,18 @@ func (s *Server) Read(req *pb.ReadRequest, stream pb.Transfer_ReadServer) error 
 
 // Close implements pb.TransferServer.
 func (s *Server) Close(ctx context.Context, req *pb.CloseRequest) (*pb.CloseResponse, error) {
-	g, err := s.authorize(ctx, req.GetTarget())
+	g, err := s.authorize(ctx, req.GetTarget(), req.GetBase())
 	if err != nil {
 		return nil, err
 	}
-	if err := s.removeSnapshot(ctx, g.target.Name, g.source.Spec.DeviceClass); err != nil {
+	if err := s.removeSnapshot(ctx, g.key, g.class()); err != nil {
 		return nil, err
 	}
 	return &pb.CloseResponse{}, nil
 }
 
-func (s *Server) removeSnapshot(ctx context.Context, target, class string) error {
-	name := thinlvmv1.TransferLVName(target)
+func (s *Server) removeSnapshot(ctx context.Context, key, class string) error {
+	name := thinlvmv1.TransferLVName(key)
 	got, err := s.LVMD.GetLV(ctx, &lvmdpb.GetLVRequest{Name: name, DeviceClass: class})
 	if status.Code(err) == codes.NotFound {
 		return nil
@@ -330,13 +457,13 @@ func (s *Server) removeSnapshot(ctx context.Context, target, class string) error
 	if err != nil {
 		return err
 	}
-	if !slices.Contains(got.GetVolume().GetTags(), thinlvmv1.TransferTagPrefix+target) {
+	if !slices.Contains(got.GetVolume().GetTags(), thinlvmv1.TransferTagPrefix+key) {
 		return nil
 	}
 	if _, err := s.LVMD.RemoveLV(ctx, &lvmdpb.RemoveLVRequest{Name: name, DeviceClass: class}); err != nil && status.Code(err) != codes.NotFound {
 		return err
 	}
-	s.Log.Info("transfer snapshot removed", "snapshot", name, "target", target)
+	s.Log.Info("transfer snapshot removed", "snapshot", name, "copy", key)
 	return nil
 }
 
@@ -374,24 +501,57 @@ func (s *Server) sweep(ctx context.Context) error {
 	var errs []error
 	for _, v := range list.GetVolumes() {
 		for _, t := range v.GetTags() {
-			target, ok := strings.CutPrefix(t, thinlvmv1.TransferTagPrefix)
-			if !ok || v.GetName() != thinlvmv1.TransferLVName(target) {
+			key, ok := strings.CutPrefix(t, thinlvmv1.TransferTagPrefix)
+			if !ok || v.GetName() != thinlvmv1.TransferLVName(key) {
 				continue
 			}
-			lv := &thinlvmv1.LogicalVolume{}
-			err := s.Reader.Get(ctx, types.NamespacedName{Name: target}, lv)
-			switch {
-			case apierrors.IsNotFound(err):
-			case err != nil:
+			ended, err := s.copyEnded(ctx, key)
+			if err != nil {
 				errs = append(errs, err)
 				continue
-			case lv.DeletionTimestamp.IsZero() && !meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady):
-				continue // still being copied
 			}
-			if err := s.removeSnapshot(ctx, target, v.GetDeviceClass()); err != nil {
+			if !ended {
+				continue
+			}
+			if err := s.removeSnapshot(ctx, key, v.GetDeviceClass()); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// copyEnded tells whether the copy of key is over: its target is Ready or
+// gone; for a base, the caller's LVMNode no longer shows its base of the
+// image Populating.
+func (s *Server) copyEnded(ctx context.Context, key string) (bool, error) {
+	if rest, ok := strings.CutPrefix(key, baseKeyPrefix); ok {
+		image, caller, ok := strings.Cut(rest, ":")
+		if !ok {
+			return true, nil
+		}
+		ln := &thinlvmv1.LVMNode{}
+		err := s.Reader.Get(ctx, types.NamespacedName{Name: caller}, ln)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, b := range ln.Status.GoldenBases {
+			if b.Name == image && b.State == thinlvmv1.GoldenBasePopulating {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	lv := &thinlvmv1.LogicalVolume{}
+	err := s.Reader.Get(ctx, types.NamespacedName{Name: key}, lv)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return !lv.DeletionTimestamp.IsZero() || meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady), nil
 }
