@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -36,6 +38,7 @@ import (
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/reconciler"
+	"github.com/thinlvm/thinlvm/node/transfer"
 )
 
 const node = "gn1"
@@ -43,10 +46,11 @@ const node = "gn1"
 // The reconcilers run against a real API server over lvmd on the simulated
 // lvm, whose LVs are files, so the population really writes.
 var (
-	k8s      client.Client
-	lvmd     *lvmdtest.LVMD
-	image    = bytes.Repeat([]byte("golden!\n"), 64<<10) // 512 KiB
-	requests atomic.Int32
+	k8s        client.Client
+	restConfig *rest.Config
+	lvmd       *lvmdtest.LVMD
+	image      = bytes.Repeat([]byte("golden!\n"), 64<<10) // 512 KiB
+	requests   atomic.Int32
 	// metricsRegistry holds the agent's golden-base metrics.
 	metricsRegistry = prometheus.NewRegistry()
 	imageURL        string
@@ -70,7 +74,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
-	k8s = env.Client
+	k8s, restConfig = env.Client, env.Config
 	dir, err := os.MkdirTemp("", "golden-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -109,9 +113,16 @@ func run(m *testing.M) int {
 	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: lvmd, NodeName: node, RetryAfter: time.Hour}).SetupWithManager(mgr); err != nil {
 		return fail(err)
 	}
+	// Copies from peers on: a node downloads from the origin only when it
+	// holds the image's Lease (peers_test.go).
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("token-"+node), 0o600); err != nil {
+		return fail(err)
+	}
 	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: lvmd, NodeName: node,
 		Writer: &golden.Writer{Attempts: 1}, Recorder: mgr.GetEventRecorder("thinlvm-node"), RetryAfter: time.Hour,
-		ProgressInterval: 50 * time.Millisecond, Metrics: golden.NewMetrics(metricsRegistry)}).SetupWithManager(mgr); err != nil {
+		ProgressInterval: 50 * time.Millisecond, Metrics: golden.NewMetrics(metricsRegistry),
+		Copier: &transfer.Copier{Reader: mgr.GetAPIReader(), TokenFile: token}, Namespace: "default", WaitInterval: 100 * time.Millisecond}).SetupWithManager(mgr); err != nil {
 		return fail(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

@@ -144,6 +144,9 @@ func (r *Reconciler) fillOnce(ctx context.Context, gi *thinlvmv1.GoldenImage, po
 			pop.set(thinlvmv1.BaseFromVolume, "")
 			return r.fromVolume(ctx, gi, sv)
 		}
+		if r.Copier == nil {
+			return 0, fmt.Errorf("%w: the image is taken from a volume on node %s, and this node copies no bases from other nodes (--golden-peers=false, or no transfer endpoint)", errPermanent, sv.NodeName)
+		}
 	}
 	if r.Copier != nil && (failures < maxPeerFailures || src.FromVolume()) {
 		n, err := r.fromPeers(ctx, gi, pop)

@@ -1,0 +1,264 @@
+package golden_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/golden"
+	"github.com/thinlvm/thinlvm/node/transfer"
+	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
+)
+
+// peer is the second node of the peer tests; both nodes have peerLabel.
+const (
+	peer      = "gn2"
+	peerLabel = "peer-test"
+)
+
+// tokens authenticates the tests' tokens: "token-<node>" is that node's.
+type tokens struct{}
+
+func (tokens) Authenticate(_ context.Context, token string) (string, error) {
+	if n, ok := strings.CutPrefix(token, "token-"); ok {
+		return n, nil
+	}
+	return "", errors.New("unknown token")
+}
+
+// serveTransfer runs n's transfer endpoint over l on loopback and
+// publishes it in n's LVMNode.
+func serveTransfer(t *testing.T, n string, l *lvmdtest.LVMD) {
+	t.Helper()
+	ctx := context.Background()
+	cert, fp, err := transfer.NewCertificate(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(transfer.ServerTLS(cert))))
+	transferpb.RegisterTransferServer(gs, &transfer.Server{Reader: k8s, LVMD: l, NodeName: n, Auth: tokens{}, Log: logr.Discard()})
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	ln := &thinlvmv1.LVMNode{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: n}, ln); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(ln.DeepCopy())
+	ln.Status.Transfer = &thinlvmv1.TransferEndpoint{Address: lis.Addr().String(), CertificateSHA256: fp}
+	if err := k8s.Status().Patch(ctx, ln, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startPeer runs the second node's golden reconciler, over its own lvmd,
+// with copies from peers on, until the test ends.
+func startPeer(t *testing.T) *lvmdtest.LVMD {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, stop, err := lvmdtest.Run(lvmdtest.Options{DevDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: peer, Labels: map[string]string{peerLabel: "yes"}}}, &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: peer}}} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("token-"+peer), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}}) // the first node's reconciler has the name
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: l, NodeName: peer,
+		Writer: &golden.Writer{Attempts: 1}, RetryAfter: time.Hour, ProgressInterval: 50 * time.Millisecond,
+		Copier: &transfer.Copier{Reader: mgr.GetAPIReader(), TokenFile: token}, Namespace: "default", WaitInterval: 100 * time.Millisecond}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		stop()
+		for _, o := range []client.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: peer}}, &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: peer}}} {
+			_ = k8s.Delete(context.Background(), o)
+		}
+	})
+	return l
+}
+
+// labelNode gives the first node peerLabel.
+func labelNode(t *testing.T) {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Labels[peerLabel] = "yes"
+	if err := k8s.Patch(context.Background(), n, patch); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		patch := client.MergeFrom(n.DeepCopy())
+		delete(n.Labels, peerLabel)
+		_ = k8s.Patch(context.Background(), n, patch)
+	})
+}
+
+// baseOn is node n's entry for image in its LVMNode.
+func baseOn(n, image string) (thinlvmv1.GoldenBaseStatus, bool) {
+	ln := &thinlvmv1.LVMNode{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Name: n}, ln); err != nil {
+		return thinlvmv1.GoldenBaseStatus{}, false
+	}
+	for _, b := range ln.Status.GoldenBases {
+		if b.Name == image {
+			return b, true
+		}
+	}
+	return thinlvmv1.GoldenBaseStatus{}, false
+}
+
+func ready(n, image string) bool {
+	b, ok := baseOn(n, image)
+	return ok && b.State == thinlvmv1.GoldenBaseReady
+}
+
+// holders sets the GoldenImage's status.nodes, as the controller does.
+func holders(t *testing.T, image string, nodes ...string) {
+	t.Helper()
+	gi := &thinlvmv1.GoldenImage{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Name: image}, gi); err != nil {
+		t.Fatal(err)
+	}
+	gi.Status.Nodes = nodes
+	if err := k8s.Status().Update(context.Background(), gi); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bytesOf reads an LV's device.
+func bytesOf(t *testing.T, l *lvmdtest.LVMD, name string) []byte {
+	t.Helper()
+	got, err := l.GetLV(context.Background(), &pb.GetLVRequest{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(got.GetVolume().GetDevicePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Two nodes prewarm one image at once: one holds the image's Lease and
+// downloads it, the other waits and copies the base from it. The origin
+// serves it once; both bases hold the image and publish one checksum.
+func TestBaseFromPeer(t *testing.T) {
+	ctx := context.Background()
+	var served atomic.Int32
+	img := bytes.Repeat([]byte("peer base\n"), 100<<10) // ~1 MiB
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		http.ServeContent(w, r, "img", time.Unix(1e9, 0), bytes.NewReader(img))
+	}))
+	defer srv.Close()
+	labelNode(t)
+	l2 := startPeer(t)
+	serveTransfer(t, node, lvmd)
+	serveTransfer(t, peer, l2)
+
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "peered"}, Spec: thinlvmv1.GoldenImageSpec{
+		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: srv.URL + "/img", SHA256: sum(img)}},
+		Size:   resource.MustParse("2Mi"),
+		Prewarm: &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: peerLabel, Operator: metav1.LabelSelectorOpExists}}}}}}
+	if err := k8s.Create(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	var first, second string
+	eventually(t, "a base Ready", func() bool {
+		switch {
+		case ready(node, gi.Name):
+			first, second = node, peer
+		case ready(peer, gi.Name):
+			first, second = peer, node
+		}
+		return first != ""
+	})
+	holders(t, gi.Name, first)
+	eventually(t, "the second base Ready", func() bool { return ready(second, gi.Name) })
+	a, _ := baseOn(first, gi.Name)
+	b, _ := baseOn(second, gi.Name)
+	if a.From != thinlvmv1.BaseFromOrigin || b.From != first {
+		t.Errorf("bases came from %q and %q, want %q and %q", a.From, b.From, thinlvmv1.BaseFromOrigin, first)
+	}
+	if a.ContentSHA256 == "" || a.ContentSHA256 != b.ContentSHA256 {
+		t.Errorf("content checksums %q and %q, want one", a.ContentSHA256, b.ContentSHA256)
+	}
+	if n := served.Load(); n != 1 {
+		t.Errorf("the origin served the image %d times, want once", n)
+	}
+	base := thinlvmv1.BaseLVName(gi)
+	for n, l := range map[string]*lvmdtest.LVMD{node: lvmd, peer: l2} {
+		got := bytesOf(t, l, base)
+		if len(got) < 2<<20 || !bytes.Equal(got[:len(img)], img) || !bytes.Equal(got[len(img):], make([]byte, len(got)-len(img))) {
+			t.Errorf("%s: the base does not hold the image (%d bytes)", n, len(got))
+		}
+	}
+	// The serving node's transfer snapshot is gone once the copy closed.
+	for n, l := range map[string]*lvmdtest.LVMD{node: lvmd, peer: l2} {
+		resp, err := l.ListLVs(ctx, &pb.ListLVsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range resp.GetVolumes() {
+			if strings.HasPrefix(v.GetName(), "tx-") {
+				t.Errorf("%s: transfer snapshot %s left", n, v.GetName())
+			}
+		}
+	}
+	if err := k8s.Delete(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both bases removed", func() bool {
+		_, a := baseOn(node, gi.Name)
+		_, b := baseOn(peer, gi.Name)
+		return !a && !b
+	})
+}
