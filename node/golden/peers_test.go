@@ -262,3 +262,99 @@ func TestBaseFromPeer(t *testing.T) {
 		return !a && !b
 	})
 }
+
+// An image taken from a volume: its node makes the base a thin snapshot of
+// the volume (its later writes stay out of the base), and another node
+// copies the base from there.
+func TestBaseFromVolume(t *testing.T) {
+	ctx := context.Background()
+	l2 := startPeer(t)
+	serveTransfer(t, node, lvmd)
+	serveTransfer(t, peer, l2)
+	const src = "src-vol"
+	resp, err := lvmd.CreateLV(ctx, &pb.CreateLVRequest{Name: thinlvmv1.LVNameOf(src), SizeBytes: 4 << 20, Tags: []string{thinlvmv1.OwnerTagPrefix + src}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("volume data\n"), 200<<10)[:2<<20]
+	if err := os.WriteFile(resp.GetVolume().GetDevicePath(), data, 0); err != nil {
+		t.Fatal(err)
+	}
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "from-volume"}, Spec: thinlvmv1.GoldenImageSpec{
+		Source:  thinlvmv1.ImageSource{PVC: &thinlvmv1.ClaimSource{Namespace: "default", Name: "golden-src"}},
+		Prewarm: &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{peerLabel: "yes"}}}}}
+	if err := k8s.Create(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	gi.Status.SourceVolume = &thinlvmv1.SourceVolumeStatus{LogicalVolume: src, NodeName: node, Size: *resource.NewQuantity(4<<20, resource.BinarySI)}
+	if err := k8s.Status().Update(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the base on the volume's node", func() bool { return ready(node, gi.Name) })
+	if err := os.WriteFile(resp.GetVolume().GetDevicePath(), bytes.Repeat([]byte{'x'}, 1<<20), 0); err != nil {
+		t.Fatal(err) // after the base: not in it
+	}
+	holders(t, gi.Name, node)
+	eventually(t, "the copy on the peer", func() bool { return ready(peer, gi.Name) })
+	a, _ := baseOn(node, gi.Name)
+	b, _ := baseOn(peer, gi.Name)
+	if a.From != thinlvmv1.BaseFromVolume || b.From != node || a.ContentSHA256 == "" || a.ContentSHA256 != b.ContentSHA256 {
+		t.Errorf("bases %+v and %+v: want from %q and %q with one checksum", a, b, thinlvmv1.BaseFromVolume, node)
+	}
+	base := thinlvmv1.BaseLVName(gi)
+	for n, l := range map[string]*lvmdtest.LVMD{node: lvmd, peer: l2} {
+		if got := bytesOf(t, l, base); len(got) != 4<<20 || !bytes.Equal(got[:len(data)], data) {
+			t.Errorf("%s: the base does not hold the volume's data as it was", n)
+		}
+	}
+	if err := k8s.Delete(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both bases removed", func() bool {
+		_, a := baseOn(node, gi.Name)
+		_, b := baseOn(peer, gi.Name)
+		return !a && !b
+	})
+	if _, err := lvmd.RemoveLV(ctx, &pb.RemoveLVRequest{Name: thinlvmv1.LVNameOf(src)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A node whose peers cannot serve (here one that publishes no endpoint)
+// downloads from the origin after three failed copies.
+func TestPeersFailThenOrigin(t *testing.T) {
+	ctx := context.Background()
+	var served atomic.Int32
+	img := bytes.Repeat([]byte("fallback\n"), 50<<10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		http.ServeContent(w, r, "img", time.Unix(1e9, 0), bytes.NewReader(img))
+	}))
+	defer srv.Close()
+	startPeer(t)
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "fallback"}, Spec: thinlvmv1.GoldenImageSpec{
+		Source:  thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: srv.URL + "/img", SHA256: sum(img)}},
+		Size:    resource.MustParse("1Mi"),
+		Prewarm: &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"fallback": "yes"}}}}}
+	if err := k8s.Create(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	holders(t, gi.Name, "ghost")
+	n := &corev1.Node{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: peer}, n); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Labels["fallback"] = "yes"
+	if err := k8s.Patch(ctx, n, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the base from the origin", func() bool { return ready(peer, gi.Name) })
+	if b, _ := baseOn(peer, gi.Name); b.From != thinlvmv1.BaseFromOrigin || served.Load() != 1 {
+		t.Errorf("base from %q after %d downloads, want from the origin once", b.From, served.Load())
+	}
+	if err := k8s.Delete(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the base removed", func() bool { _, ok := baseOn(peer, gi.Name); return !ok })
+}
