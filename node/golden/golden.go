@@ -408,12 +408,15 @@ func (r *Reconciler) start(ctx context.Context, gi *thinlvmv1.GoldenImage) {
 		}
 		r.mu.Unlock()
 		r.Metrics.observe(begin, err)
+		if err == nil {
+			r.Metrics.made(pop.from())
+		}
 		if err != nil {
 			logger.Error(err, "golden base population failed")
 			r.event(gi, corev1.EventTypeWarning, "PopulationFailed", "node %s: %v", r.NodeName, err)
 		} else {
-			logger.Info("golden base populated", "bytes", n, "seconds", time.Since(begin).Seconds())
-			r.event(gi, corev1.EventTypeNormal, "Populated", "node %s: base populated with %d bytes in %s", r.NodeName, n, time.Since(begin).Round(time.Millisecond))
+			logger.Info("golden base populated", "bytes", n, "seconds", time.Since(begin).Seconds(), "from", pop.from())
+			r.event(gi, corev1.EventTypeNormal, "Populated", "node %s: base populated with %d bytes from %s in %s", r.NodeName, n, pop.from(), time.Since(begin).Round(time.Millisecond))
 		}
 		r.poke(gi.Name)
 	}()

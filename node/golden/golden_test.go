@@ -259,23 +259,29 @@ func TestConcurrentVolumesShareOnePopulation(t *testing.T) {
 // result.
 func populations(t *testing.T, result string) float64 {
 	t.Helper()
+	return counter(t, "thinlvm_node_golden_populations_total", "result", result)
+}
+
+// counter is the value of the node agent's counter name{label=value}.
+func counter(t *testing.T, name, label, value string) float64 {
+	t.Helper()
 	families, err := metricsRegistry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() != "thinlvm_node_golden_populations_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
+				if l.GetName() == label && l.GetValue() == value {
 					return m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	t.Fatalf("no thinlvm_node_golden_populations_total{result=%q}", result)
+	t.Fatalf("no %s{%s=%q}", name, label, value)
 	return 0
 }
 

@@ -10,6 +10,7 @@ import (
 type Metrics struct {
 	populations *prometheus.CounterVec
 	duration    prometheus.Histogram
+	sources     *prometheus.CounterVec
 }
 
 // NewMetrics registers the golden-base metrics with reg.
@@ -25,10 +26,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
 		}),
 	}
+	m.sources = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "thinlvm", Subsystem: "node", Name: "golden_bases_made_total",
+		Help: "Golden bases made, by where their data came from: origin (the image's URL or registry), peer (another node's base), volume (a snapshot of the source volume here).",
+	}, []string{"from"})
 	// Both results exist from the start: a rate of failures is 0, not absent.
 	m.populations.WithLabelValues("success")
 	m.populations.WithLabelValues("failure")
-	reg.MustRegister(m.populations, m.duration)
+	for _, from := range []string{"origin", "peer", "volume"} {
+		m.sources.WithLabelValues(from)
+	}
+	reg.MustRegister(m.populations, m.duration, m.sources)
 	return m
 }
 
@@ -43,4 +51,15 @@ func (m *Metrics) observe(begin time.Time, err error) {
 	}
 	m.populations.WithLabelValues("success").Inc()
 	m.duration.Observe(time.Since(begin).Seconds())
+}
+
+// made counts a base made from from: origin, volume, or a peer's name.
+func (m *Metrics) made(from string) {
+	if m == nil {
+		return
+	}
+	if from != "origin" && from != "volume" {
+		from = "peer"
+	}
+	m.sources.WithLabelValues(from).Inc()
 }

@@ -280,6 +280,7 @@ func TestBaseFromVolume(t *testing.T) {
 	if err := os.WriteFile(resp.GetVolume().GetDevicePath(), data, 0); err != nil {
 		t.Fatal(err)
 	}
+	before := counter(t, "thinlvm_node_golden_bases_made_total", "from", "volume")
 	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "from-volume"}, Spec: thinlvmv1.GoldenImageSpec{
 		Source:  thinlvmv1.ImageSource{PVC: &thinlvmv1.ClaimSource{Namespace: "default", Name: "golden-src"}},
 		Prewarm: &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{peerLabel: "yes"}}}}}
@@ -300,6 +301,9 @@ func TestBaseFromVolume(t *testing.T) {
 	b, _ := baseOn(peer, gi.Name)
 	if a.From != thinlvmv1.BaseFromVolume || b.From != node || a.ContentSHA256 == "" || a.ContentSHA256 != b.ContentSHA256 {
 		t.Errorf("bases %+v and %+v: want from %q and %q with one checksum", a, b, thinlvmv1.BaseFromVolume, node)
+	}
+	if got := counter(t, "thinlvm_node_golden_bases_made_total", "from", "volume"); got != before+1 {
+		t.Errorf("thinlvm_node_golden_bases_made_total{from=volume} is %v, was %v", got, before)
 	}
 	base := thinlvmv1.BaseLVName(gi)
 	for n, l := range map[string]*lvmdtest.LVMD{node: lvmd, peer: l2} {
