@@ -202,6 +202,16 @@ type GoldenImage struct {
 	Status GoldenImageStatus `json:"status,omitempty"`
 }
 
+// BaseSize is the size of the image's base on every node: spec.size, or
+// for an image taken from a volume without one, the volume's size once the
+// controller resolved it (zero before).
+func (gi *GoldenImage) BaseSize() resource.Quantity {
+	if gi.Spec.Size.IsZero() && gi.Status.SourceVolume != nil {
+		return gi.Status.SourceVolume.Size
+	}
+	return gi.Spec.Size
+}
+
 // GoldenImageList is a list of GoldenImages.
 // +kubebuilder:object:root=true
 type GoldenImageList struct {

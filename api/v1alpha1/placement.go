@@ -68,7 +68,8 @@ func (s *LVMNodeStatus) MissingBases(class string, images ...*GoldenImage) int64
 	var sum int64
 	for _, img := range images {
 		if s.DeviceClass(img.Spec.DeviceClass) == dc && !s.BaseState(img).Held() {
-			sum = sizes.Add(sum, img.Spec.Size.Value())
+			size := img.BaseSize()
+			sum = sizes.Add(sum, size.Value())
 		}
 	}
 	return sum

@@ -280,7 +280,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if fail != nil && fail.uid == gi.UID {
 		if wait := r.backoff(fail) - time.Since(fail.at); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, r.setBase(ctx, name, &thinlvmv1.GoldenBaseStatus{Name: name, LV: want,
-				DeviceClass: gi.Spec.DeviceClass, Size: baseSize(gi), State: thinlvmv1.GoldenBaseFailed, Message: fail.err.Error()})
+				DeviceClass: gi.Spec.DeviceClass, Size: gi.BaseSize(), State: thinlvmv1.GoldenBaseFailed, Message: fail.err.Error()})
 		}
 	}
 	r.start(ctx, gi)
@@ -427,7 +427,7 @@ func (r *Reconciler) start(ctx context.Context, gi *thinlvmv1.GoldenImage) {
 func (r *Reconciler) populate(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *population) (int64, error) {
 	name := gi.Name
 	st := func(state thinlvmv1.GoldenBaseState) *thinlvmv1.GoldenBaseStatus {
-		return &thinlvmv1.GoldenBaseStatus{Name: name, LV: thinlvmv1.BaseLVName(gi), DeviceClass: gi.Spec.DeviceClass, Size: baseSize(gi), State: state,
+		return &thinlvmv1.GoldenBaseStatus{Name: name, LV: thinlvmv1.BaseLVName(gi), DeviceClass: gi.Spec.DeviceClass, Size: gi.BaseSize(), State: state,
 			BytesDone: pop.prog.done.Load(), BytesTotal: pop.prog.total.Load(), From: pop.from(), Message: pop.waiting()}
 	}
 	if err := r.setBase(ctx, name, st(thinlvmv1.GoldenBasePopulating)); err != nil {

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/status"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -70,15 +69,6 @@ func sealedTags(base *pb.LogicalVolume) (from, sum string) {
 		}
 	}
 	return from, sum
-}
-
-// baseSize is the size of the image's base: its spec's, or for an image
-// taken from a volume without one, the volume's.
-func baseSize(gi *thinlvmv1.GoldenImage) resource.Quantity {
-	if gi.Spec.Size.IsZero() && gi.Status.SourceVolume != nil {
-		return gi.Status.SourceVolume.Size
-	}
-	return gi.Spec.Size
 }
 
 // errWait is a population's wait for something another party does; it is
@@ -250,7 +240,7 @@ func (r *Reconciler) fromPeers(ctx context.Context, gi *thinlvmv1.GoldenImage, p
 }
 
 func (r *Reconciler) copyFrom(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *population, sess *transfer.Session, size uint64, sum, peer string) (int64, error) {
-	want := baseSize(gi)
+	want := gi.BaseSize()
 	if sum == "" || size == 0 || size < uint64(want.Value()) {
 		return 0, fmt.Errorf("%w: node %s offers a base of %d bytes with checksum %q; this node's is %s", errPeer, peer, size, sum, want.String())
 	}
