@@ -359,11 +359,13 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 		if class != "" && class != image.Spec.DeviceClass {
 			return nil, status.Errorf(codes.InvalidArgument, "GoldenImage %s is in device class %q, the StorageClass asks for %q", imageName, image.Spec.DeviceClass, class)
 		}
-		if size := image.BaseSize(); size.IsZero() {
+		size := image.BaseSize()
+		if size.IsZero() {
 			// Taken from a volume the controller has not resolved yet: the
 			// provisioner asks again.
 			return nil, status.Errorf(codes.Unavailable, "GoldenImage %s: its source volume is not resolved yet", imageName)
-		} else if want < size.Value() {
+		}
+		if want < size.Value() {
 			base := size.Value()
 			if lim := req.GetCapacityRange().GetLimitBytes(); lim > 0 && lim < base {
 				return nil, status.Errorf(codes.OutOfRange, "GoldenImage %s is %d bytes, over limit_bytes %d", imageName, base, lim)
