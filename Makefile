@@ -140,7 +140,7 @@ migration: lvmvm-image ## Volumes that move: clones and restores between two rea
 
 .PHONY: golden-images
 golden-images: lvmvm-image ## Golden images the KubeVirt way on two real-LVM nodes: registry, peers, pvc source, dataSourceRef, channels.
-	$(GO) test -count=1 -timeout 40m -v -run 'Test' ./e2e/images/
+	$(GO) test -count=1 -timeout 40m -v -parallel 5 -run 'Test' ./e2e/images/
 
 .PHONY: chaos
 chaos: lvmvm-image ## The fault suite at CI size: operations while components are SIGKILLed; SEED=N replays a storm.

@@ -183,7 +183,7 @@ func httpImage(name, url string, img []byte, prewarm *thinlvmv1.Prewarm) *thinlv
 
 // fromRef is a claim's dataSourceRef to a thinlvm kind.
 func fromRef(kind, name string) *corev1.TypedObjectReference {
-	return &corev1.TypedObjectReference{APIGroup: ptr.To(thinlvmv1.DriverName), Kind: kind, Name: name}
+	return &corev1.TypedObjectReference{APIGroup: ptr.To(thinlvmv1.GroupVersion.Group), Kind: kind, Name: name}
 }
 
 func create(t testing.TB, objs ...client.Object) {
@@ -266,7 +266,7 @@ func baseOn(node, image string) (*thinlvmv1.GoldenBaseStatus, error) {
 func readyBase(t testing.TB, node, image string) thinlvmv1.GoldenBaseStatus {
 	t.Helper()
 	var got *thinlvmv1.GoldenBaseStatus
-	waitFor(t, "the base of "+image+" Ready on "+node, 10*time.Minute, func() (bool, error) {
+	err := tb.WaitFor(ctx, "the base of "+image+" Ready on "+node, 10*time.Minute, func() (bool, error) {
 		var err error
 		if got, err = baseOn(node, image); err != nil || got == nil {
 			return false, err
@@ -276,22 +276,42 @@ func readyBase(t testing.TB, node, image string) thinlvmv1.GoldenBaseStatus {
 		}
 		return got.State == thinlvmv1.GoldenBaseReady, nil
 	})
+	if err != nil {
+		gi := &thinlvmv1.GoldenImage{}
+		gerr := tb.Client.Get(ctx, types.NamespacedName{Name: image}, gi)
+		t.Fatalf("%v\nlast LVMNode entry: %+v\nGoldenImage status: %+v (%v)", err, got, gi.Status, gerr)
+	}
 	return *got
 }
 
-// readyNodes waits until a GoldenImage's status lists exactly the nodes as
-// Ready.
-func readyNodes(t testing.TB, image string, nodes ...string) *thinlvmv1.GoldenImage {
+// waitImage waits until cond holds for a GoldenImage and returns it; on
+// timeout it fails the test with the image's last status.
+func waitImage(t testing.TB, image, what string, timeout time.Duration, cond func(*thinlvmv1.GoldenImage) bool) *thinlvmv1.GoldenImage {
+	t.Helper()
+	gi := &thinlvmv1.GoldenImage{}
+	err := tb.WaitFor(ctx, "GoldenImage "+image+": "+what, timeout, func() (bool, error) {
+		err := tb.Client.Get(ctx, types.NamespacedName{Name: image}, gi)
+		return err == nil && cond(gi), err
+	})
+	if err != nil {
+		t.Fatalf("%v\nlast status: %+v", err, gi.Status)
+	}
+	return gi
+}
+
+// readyNodes checks that a GoldenImage's status comes to list exactly the
+// nodes as Ready (after their bases are).
+func readyNodes(t testing.TB, image string, nodes ...string) {
 	t.Helper()
 	want := slices.Sorted(slices.Values(nodes))
 	gi := &thinlvmv1.GoldenImage{}
-	waitFor(t, fmt.Sprintf("GoldenImage %s Ready on %v", image, want), 10*time.Minute, func() (bool, error) {
-		if err := tb.Client.Get(ctx, types.NamespacedName{Name: image}, gi); err != nil {
-			return false, err
-		}
-		return gi.Status.ReadyNodes == int32(len(want)) && slices.Equal(gi.Status.Nodes, want), nil
+	err := tb.WaitFor(ctx, fmt.Sprintf("GoldenImage %s to list %v Ready", image, want), 3*time.Minute, func() (bool, error) {
+		err := tb.Client.Get(ctx, types.NamespacedName{Name: image}, gi)
+		return err == nil && gi.Status.ReadyNodes == int32(len(want)) && slices.Equal(gi.Status.Nodes, want), err
 	})
-	return gi
+	if err != nil {
+		t.Errorf("%v: readyNodes %d, nodes %v", err, gi.Status.ReadyNodes, gi.Status.Nodes)
+	}
 }
 
 // basesGone waits until no node lists a base of the image and no VM holds
