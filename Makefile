@@ -16,7 +16,7 @@ PROTOC    ?= protoc
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: generate
 generate: ## Regenerate checked-in code (protobuf/gRPC).
@@ -62,7 +62,7 @@ build: ## Build the binaries into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: test-unit test-fuzz test-images test-monitoring test-lvm sanity e2e migration chaos ## Run all tests: unit and envtest, short fuzzing, images, alerts, real-LVM, csi-sanity, end-to-end, volumes that move, faults.
+test: test-unit test-fuzz test-images test-monitoring test-lvm sanity e2e migration golden-images chaos ## Run all tests: unit and envtest, short fuzzing, images, alerts, real-LVM, csi-sanity, end-to-end, volumes that move, golden images, faults.
 
 .PHONY: test-unit
 test-unit: lvmvm-image ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
@@ -138,15 +138,20 @@ e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes an
 migration: lvmvm-image ## Volumes that move: clones and restores between two real-LVM nodes (two VMs).
 	$(GO) test -count=1 -timeout 40m -v -run 'Test' ./e2e/migration/
 
+.PHONY: golden-images
+golden-images: lvmvm-image ## Golden images the KubeVirt way on two real-LVM nodes: registry, peers, pvc source, dataSourceRef, channels.
+	$(GO) test -count=1 -timeout 40m -v -parallel 5 -run 'Test' ./e2e/images/
+
 .PHONY: chaos
 chaos: lvmvm-image ## The fault suite at CI size: operations while components are SIGKILLed; SEED=N replays a storm.
 	$(GO) test -count=1 -timeout 40m -v -run 'TestStorm' ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
 
 .PHONY: bench
-bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), 100 PVCs to Bound, golden-image VM disks, scheduler throughput, the 200-operation storm.
+bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm.
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench . -benchtime 1x ./e2e/lvmvm/...
 	$(GO) test -count=1 -timeout 45m -run '^$$' -bench . -benchtime 1x ./e2e/cluster/...
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e/migration/
+	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e/images/ $(if $(NODES),-images.nodes=$(NODES))
 	$(GO) test -count=1 -timeout 90m -run '^$$' -bench . -benchtime 1x ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 20000x ./scheduler/plugin/...
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \

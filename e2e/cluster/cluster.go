@@ -67,8 +67,9 @@ type Cluster struct {
 	// to the VM.
 	nodePods map[string]string
 	vmPods   map[string]*lvmvm.VM
-	// agentArgs are the extra args of each node's agent (AddNode's).
-	agentArgs map[string][]string
+	// agentArgs are the extra args of each node's agent (AddNode's);
+	// agentExtraArgs follow them (RestartVMAgent's).
+	agentArgs, agentExtraArgs map[string][]string
 	// roots are the images unpacked for pods, by "host" or the VM's
 	// share directory.
 	roots   map[string]*imageRoots

@@ -234,11 +234,28 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 // DaemonSet's args.
 var agentArgs = []string{"--lvmnode-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s"}
 
-// nodeAgentArgs are the args AddNode adds to a node's agent.
+// nodeAgentArgs are the args AddNode adds to a node's agent, then those
+// of the last RestartVMAgent.
 func (c *Cluster) nodeAgentArgs(node string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Clone(c.agentArgs[node])
+	return append(slices.Clone(c.agentArgs[node]), c.agentExtraArgs[node]...)
+}
+
+// RestartVMAgent stops a VM node's agent and starts it again with extra
+// after AddNode's args; extra replaces an earlier call's, so none restores
+// the agent's first args.
+func (c *Cluster) RestartVMAgent(ctx context.Context, node string, extra ...string) error {
+	if err := c.StopVMContainers(ctx, node, "thinlvm-node"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.agentExtraArgs == nil {
+		c.agentExtraArgs = map[string][]string{}
+	}
+	c.agentExtraArgs[node] = slices.Clone(extra)
+	c.mu.Unlock()
+	return c.StartVMContainers(ctx, node, "thinlvm-node")
 }
 
 // VMPackages are what the VM node needs of this module besides lvmvm's own:
