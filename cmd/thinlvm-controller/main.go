@@ -77,6 +77,9 @@ func run(o options) error {
 	if err := (&reconciler.GoldenImageReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&reconciler.GoldenImageChannelReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("thinlvm-controller")}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	lis, err := endpoint.Listen(o.csiAddress)
 	if err != nil {
 		return err

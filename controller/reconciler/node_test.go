@@ -89,6 +89,9 @@ func TestMain(m *testing.M) {
 	if err == nil {
 		err = (&reconciler.GoldenImageReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr)
 	}
+	if err == nil {
+		err = (&reconciler.GoldenImageChannelReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("thinlvm-controller")}).SetupWithManager(mgr)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		_ = env.Stop()
