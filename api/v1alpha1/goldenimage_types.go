@@ -138,6 +138,31 @@ const (
 	ConditionImageDegraded = "Degraded"
 )
 
+// Reasons of a GoldenImage's conditions.
+const (
+	// ReasonBaseReady (Ready=True): at least one node holds a Ready base.
+	ReasonBaseReady = "BaseReady"
+	// ReasonPopulating (Ready=False): no base is Ready yet; some node is
+	// making one.
+	ReasonPopulating = "Populating"
+	// ReasonNoReadyBase (Ready=False): no node holds or makes a base yet.
+	ReasonNoReadyBase = "NoReadyBase"
+	// ReasonSourceNotReady (Ready=False): the pvc or volumeSnapshot source
+	// does not resolve to a volume yet (the claim is not bound, the
+	// snapshot not ready to use); the message says what is missing, and
+	// the controller looks again.
+	ReasonSourceNotReady = "SourceNotReady"
+	// ReasonSourceInvalid (Ready=False): the pvc or volumeSnapshot source is
+	// not a thinlvm volume or snapshot, or it is larger than spec.size;
+	// the controller does not retry until the source changes.
+	ReasonSourceInvalid = "SourceInvalid"
+	// ReasonPopulationFailed (Degraded=True): a node failed to make its
+	// base.
+	ReasonPopulationFailed = "PopulationFailed"
+	// ReasonNoFailure (Degraded=False): no node reports a failed base.
+	ReasonNoFailure = "NoFailure"
+)
+
 // GoldenImageStatus is the controller's summary of the nodes' bases.
 type GoldenImageStatus struct {
 	// ReadyNodes, PopulatingNodes and FailedNodes count the nodes whose

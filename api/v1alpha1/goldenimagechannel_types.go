@@ -32,12 +32,32 @@ type ChannelVersion struct {
 	Volumes int32 `json:"volumes"`
 }
 
+// Condition types of a GoldenImageChannel.
+const (
+	// ConditionChannelReady is True when the current GoldenImage exists
+	// and at least one node holds its base Ready.
+	ConditionChannelReady = "Ready"
+)
+
+// Reasons of a GoldenImageChannel's Ready condition, besides the
+// GoldenImage's ReasonBaseReady and ReasonNoReadyBase.
+const (
+	// ReasonGoldenImageNotFound (Ready=False): spec.goldenImage names no
+	// GoldenImage; new volumes through the channel fail until it exists.
+	ReasonGoldenImageNotFound = "GoldenImageNotFound"
+)
+
 // GoldenImageChannelStatus is the controller's view of the channel.
 type GoldenImageChannelStatus struct {
 	// Versions are the current version and every earlier one that still
 	// exists, current first.
 	// +optional
 	Versions []ChannelVersion `json:"versions,omitempty"`
+	// Conditions are Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// ObservedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -51,6 +71,7 @@ type GoldenImageChannelStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=gic
 // +kubebuilder:printcolumn:name="Current",type=string,JSONPath=`.spec.goldenImage`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type GoldenImageChannel struct {
 	metav1.TypeMeta   `json:",inline"`

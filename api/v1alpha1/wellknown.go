@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "k8s.io/apimachinery/pkg/types"
+
 // Names every part of thinlvm and its users share.
 const (
 	// DriverName is the CSI driver's name.
@@ -59,3 +61,20 @@ const IncompleteTag = "incomplete"
 // TransferAudience is the audience of the ServiceAccount tokens node agents
 // present to each other's transfer endpoints.
 const TransferAudience = "thinlvm.io/transfer"
+
+// GoldenImageChannelFinalizer is the controller's finalizer on a
+// GoldenImage that the spec of a GoldenImageChannel names: deleting the
+// image waits until no channel points at it any more.
+const GoldenImageChannelFinalizer = "thinlvm.io/channel"
+
+// ChannelLabelPrefix prefixes the label the controller puts on every
+// GoldenImage a GoldenImageChannel has pointed at ("channel.thinlvm.io/<the
+// channel's UID>", its value the channel's name where that is a valid label
+// value): the channel's earlier versions are the images that carry it. The
+// UID, not the name, keys it, so that a channel made again with the same
+// name starts without history.
+const ChannelLabelPrefix = "channel.thinlvm.io/"
+
+// ChannelLabel is the label key that marks a GoldenImage as a version of
+// the GoldenImageChannel whose UID is uid.
+func ChannelLabel(uid types.UID) string { return ChannelLabelPrefix + string(uid) }

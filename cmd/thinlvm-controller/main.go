@@ -74,7 +74,10 @@ func run(o options) error {
 			return err
 		}
 	}
-	if err := (&reconciler.GoldenImageReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&reconciler.GoldenImageReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&reconciler.GoldenImageChannelReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("thinlvm-controller")}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	lis, err := endpoint.Listen(o.csiAddress)

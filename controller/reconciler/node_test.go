@@ -76,15 +76,25 @@ func TestMain(m *testing.M) {
 	}
 	k8s = env.Client
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	// The VolumeSnapshot CRDs, before the manager: the GoldenImage
+	// reconciler watches VolumeSnapshots when the API server serves them.
+	err = installSnapshotCRDs(env.Config)
+	var mgr ctrl.Manager
+	if err == nil {
+		mgr, err = ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	}
 	if err == nil {
 		err = (&reconciler.NodeReconciler{Client: agentBetween{mgr.GetClient()}, APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr)
 	}
 	if err == nil {
-		err = (&reconciler.GoldenImageReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+		err = (&reconciler.GoldenImageReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr)
+	}
+	if err == nil {
+		err = (&reconciler.GoldenImageChannelReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("thinlvm-controller")}).SetupWithManager(mgr)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		_ = env.Stop()
 		os.Exit(1)
 	}
 	go func() { _ = mgr.Start(ctx) }()
