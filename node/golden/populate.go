@@ -243,6 +243,7 @@ type Writer struct {
 	Blocked []netip.Prefix
 	// CrossHostRedirects lets an HTTP download follow a redirect to another
 	// host than its URL's (its authSecret's credentials never follow).
+	// Registries always may: they send blobs to their storage's host.
 	CrossHostRedirects bool
 	// Reader reads the Secrets and ConfigMaps sources name (authSecret,
 	// pullSecret, caConfigMap) in Namespace, the agent's own, once per
@@ -264,14 +265,17 @@ type Writer struct {
 }
 
 // Populate writes the image of spec into device, which is limit bytes
-// large and reads zeros, and verifies the download's sha256. It returns how
-// many raw bytes the image held.
+// large and reads zeros, and verifies it: the sha256 of an HTTP download,
+// the digests of a registry image. It returns how many raw bytes the image
+// held.
 func (w *Writer) Populate(ctx context.Context, spec *thinlvmv1.GoldenImageSpec, device string, limit int64, prog *progress) (int64, error) {
 	switch src := spec.Source; {
 	case src.HTTP != nil:
 		return w.populateHTTP(ctx, src.HTTP, spec.Format, device, limit, prog)
+	case src.Registry != nil:
+		return w.populateRegistry(ctx, src.Registry, spec.Format, device, limit, prog)
 	}
-	return 0, fmt.Errorf("%w: the source has no http", errPermanent)
+	return 0, fmt.Errorf("%w: the source has neither http nor registry", errPermanent)
 }
 
 func (w *Writer) attempts() int {
