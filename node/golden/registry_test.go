@@ -664,3 +664,41 @@ func TestRegistryAuth(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRegistryRedirect: a registry's blobs may go to another host,
+// not over http once https was used, nor to a private address literal.
+func TestCheckRegistryRedirect(t *testing.T) {
+	// hop is a request to from, as sent over sent's scheme, redirected to to.
+	hop := func(from, sent, to string) (*http.Request, []*http.Request) {
+		first := httptest.NewRequest(http.MethodGet, from, nil)
+		asSent := first.Clone(t.Context())
+		asSent.URL.Scheme = sent
+		next := httptest.NewRequest(http.MethodGet, to, nil)
+		next.Response = &http.Response{Request: asSent}
+		return next, []*http.Request{first}
+	}
+	tests := []struct {
+		name, from, sent, to string
+		msg                  string // "" when followed
+	}{
+		{name: "to a CDN", from: "https://registry.example.org/v2/r/blobs/sha256:1", sent: "https", to: "https://cdn.example.net/blob?sig=x"},
+		{name: "http registry to http storage", from: "https://10.0.0.5:5000/v2/r/blobs/sha256:1", sent: "http", to: "http://10.0.0.5:9000/blob"},
+		{name: "https to http", from: "https://registry.example.org/v2/r/blobs/sha256:1", sent: "https", to: "http://cdn.example.net/blob?sig=x",
+			msg: "redirect to http://cdn.example.net/blob?sig=REDACTED refused: from https to http"},
+		{name: "to a private address", from: "https://registry.example.org/v2/r/blobs/sha256:1", sent: "https", to: "https://10.1.2.3/blob",
+			msg: "from registry.example.org to a private address"},
+		{name: "to loopback", from: "https://registry.example.org/v2/r/blobs/sha256:1", sent: "https", to: "https://[::1]/blob",
+			msg: "from registry.example.org to a private address"},
+		{name: "to another scheme", from: "https://registry.example.org/v2/r/blobs/sha256:1", sent: "https", to: "ftp://cdn.example.net/blob",
+			msg: "not http or https"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, via := hop(tt.from, tt.sent, tt.to)
+			err := checkRegistryRedirect(req, via)
+			if tt.msg == "" && err != nil || tt.msg != "" && (err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, errPermanent)) {
+				t.Errorf("error %v, want %q", err, tt.msg)
+			}
+		})
+	}
+}
