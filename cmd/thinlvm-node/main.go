@@ -88,7 +88,7 @@ func main() {
 	fs.StringVar(&o.transferSA, "transfer-service-account", "thinlvm-node", "The node agents' ServiceAccount: only its tokens are served.")
 	fs.IntVar(&o.transferBases, "transfer-max-base-streams", 2, "How many copies of golden bases this node sends to other nodes at once; more wait or copy from another node.")
 	fs.BoolVar(&o.goldenPeers, "golden-peers", true, "Copy golden bases from nodes that hold them, and download an image from its origin only when no node does (one node at a time); false downloads on every node.")
-	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The agent's namespace (default $POD_NAMESPACE): it holds the Leases of downloads from images' origins.")
+	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The agent's namespace (default $POD_NAMESPACE): it holds the Leases of downloads from images' origins, and the Secrets and ConfigMaps golden images name (pullSecret, authSecret, caConfigMap).")
 	fs.BoolVar(&o.transferZstd, "transfer-compress", true, "Ask other nodes for zstd-compressed chunks when copying volumes (they send data that does not compress as it is); false on a fast network with slow CPUs.")
 	klog.InitFlags(fs)
 	ctrl.RegisterFlags(fs) // --kubeconfig
@@ -163,7 +163,7 @@ func run(o options) error {
 		peers = copier
 	}
 	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: client, NodeName: o.nodeName,
-		Writer: &golden.Writer{QemuImg: qemuImg, ScratchDir: o.scratchDir}, Recorder: recorder,
+		Writer: &golden.Writer{QemuImg: qemuImg, ScratchDir: o.scratchDir, Reader: mgr.GetAPIReader(), Namespace: o.namespace}, Recorder: recorder,
 		RetryAfter: o.goldenRetry, Metrics: golden.NewMetrics(ctrlmetrics.Registry), Copier: peers, Namespace: o.namespace}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package golden
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,13 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
 
 // DefaultBlocked are the addresses a download never connects to unless
@@ -50,11 +59,13 @@ const (
 
 // httpClient is the Writer's download client, made once from its fields.
 func (w *Writer) httpClient() *http.Client {
-	w.clientOnce.Do(func() { w.client = w.newClient() })
+	w.clientOnce.Do(func() { w.client = &http.Client{Transport: w.newTransport(w.RootCAs), CheckRedirect: w.checkRedirect} })
 	return w.client
 }
 
-func (w *Writer) newClient() *http.Client {
+// newTransport is a transport with the Writer's network rules that
+// verifies https servers with roots (nil: the system's).
+func (w *Writer) newTransport(roots *x509.CertPool) *http.Transport {
 	blocked := w.Blocked
 	if blocked == nil {
 		blocked = DefaultBlocked()
@@ -76,23 +87,20 @@ func (w *Writer) newClient() *http.Client {
 			return nil
 		},
 	}
-	return &http.Client{
-		Transport: &http.Transport{
-			// No proxy: a proxy would connect for us, out of reach of the
-			// address check.
-			Proxy:                 nil,
-			DialContext:           dialer.DialContext,
-			ForceAttemptHTTP2:     true,
-			TLSClientConfig:       &tls.Config{RootCAs: w.RootCAs, MinVersion: tls.VersionTLS12},
-			TLSHandshakeTimeout:   tlsHandshakeTimeout,
-			ResponseHeaderTimeout: responseHeaderTimeout,
-			IdleConnTimeout:       90 * time.Second,
-			// The checksum is of the file as served and a resumed Range
-			// counts the file's bytes: a transparently decoded
-			// Content-Encoding would break both.
-			DisableCompression: true,
-		},
-		CheckRedirect: w.checkRedirect,
+	return &http.Transport{
+		// No proxy: a proxy would connect for us, out of reach of the
+		// address check.
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   tlsHandshakeTimeout,
+		ResponseHeaderTimeout: responseHeaderTimeout,
+		IdleConnTimeout:       90 * time.Second,
+		// The checksum is of the file as served and a resumed Range
+		// counts the file's bytes: a transparently decoded
+		// Content-Encoding would break both.
+		DisableCompression: true,
 	}
 }
 
@@ -234,4 +242,139 @@ func (wd *watchdog) Close() error {
 	err := wd.body.Close()
 	wd.cancel()
 	return err
+}
+
+// CAKey is the key of a CA ConfigMap (caConfigMap) that holds its PEM
+// certificates, as in the ConfigMaps Kubernetes publishes its own CA in.
+const CAKey = "ca.crt"
+
+// getObject reads the Secret or ConfigMap name of the agent's namespace,
+// at each population: a credential or CA changed since takes effect with
+// the next one.
+func (w *Writer) getObject(ctx context.Context, name string, obj client.Object) error {
+	kind := "ConfigMap"
+	if _, ok := obj.(*corev1.Secret); ok {
+		kind = "Secret"
+	}
+	switch {
+	case w.Reader == nil:
+		return fmt.Errorf("%w: %s %s: this node agent reads no Secrets or ConfigMaps (it has no API client)", errPermanent, kind, name)
+	case w.Namespace == "":
+		return fmt.Errorf("%w: %s %s: this node agent's namespace is unknown (--namespace or $POD_NAMESPACE)", errPermanent, kind, name)
+	}
+	if err := w.Reader.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: %s %s/%s not found", errPermanent, kind, w.Namespace, name)
+		}
+		return fmt.Errorf("get %s %s/%s: %w", kind, w.Namespace, name, err)
+	}
+	return nil
+}
+
+// caPool reads the CA ConfigMap name: the certificates that verify a
+// server instead of the system's (nil when name is empty).
+func (w *Writer) caPool(ctx context.Context, name string) (*x509.CertPool, error) {
+	if name == "" {
+		return nil, nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := w.getObject(ctx, name, cm); err != nil {
+		return nil, err
+	}
+	pem, ok := cm.Data[CAKey]
+	if !ok {
+		return nil, fmt.Errorf("%w: ConfigMap %s/%s has no key %s", errPermanent, w.Namespace, name, CAKey)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(pem)) {
+		return nil, fmt.Errorf("%w: ConfigMap %s/%s: %s holds no PEM certificate", errPermanent, w.Namespace, name, CAKey)
+	}
+	return pool, nil
+}
+
+// Keys of an HTTP source's authSecret.
+const (
+	AuthUsernameKey = "username"
+	AuthPasswordKey = "password"
+	AuthTokenKey    = "token"
+)
+
+// httpAuthorization reads the auth Secret name and returns the
+// Authorization header it makes: basic with username and password, or
+// bearer with token.
+func (w *Writer) httpAuthorization(ctx context.Context, name string) (string, error) {
+	s := &corev1.Secret{}
+	if err := w.getObject(ctx, name, s); err != nil {
+		return "", err
+	}
+	user, hasUser := s.Data[AuthUsernameKey]
+	pass, hasPass := s.Data[AuthPasswordKey]
+	token, hasToken := s.Data[AuthTokenKey]
+	switch {
+	case hasToken && (hasUser || hasPass):
+		return "", fmt.Errorf("%w: Secret %s/%s has both %s and %s/%s: keep one", errPermanent, w.Namespace, name, AuthTokenKey, AuthUsernameKey, AuthPasswordKey)
+	case hasToken && len(token) > 0:
+		return "Bearer " + string(token), nil
+	case hasUser && hasPass:
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(string(user)+":"+string(pass))), nil
+	}
+	return "", fmt.Errorf("%w: Secret %s/%s has neither %s and %s nor %s", errPermanent, w.Namespace, name, AuthUsernameKey, AuthPasswordKey, AuthTokenKey)
+}
+
+// sourceClient is the client that downloads src: the Writer's, or one
+// that verifies the server with src's CA ConfigMap and sends src's
+// credentials. done releases its connections.
+func (w *Writer) sourceClient(ctx context.Context, src *thinlvmv1.HTTPSource) (c *http.Client, done func(), err error) {
+	done = func() {}
+	if src.CAConfigMap == "" && src.AuthSecret == "" {
+		return w.httpClient(), done, nil
+	}
+	rt := w.httpClient().Transport
+	if src.CAConfigMap != "" {
+		roots, err := w.caPool(ctx, src.CAConfigMap)
+		if err != nil {
+			return nil, done, err
+		}
+		t := w.newTransport(roots)
+		rt, done = t, t.CloseIdleConnections
+	}
+	if src.AuthSecret != "" {
+		value, err := w.httpAuthorization(ctx, src.AuthSecret)
+		if err != nil {
+			return nil, done, err
+		}
+		u, err := url.Parse(src.URL)
+		if err != nil {
+			return nil, done, fmt.Errorf("%w: url %s: %w", errPermanent, redactURL(src.URL), withoutURL(err))
+		}
+		rt = &credentials{base: rt, scheme: u.Scheme, host: canonicalHost(u), authorization: value}
+	}
+	return &http.Client{Transport: rt, CheckRedirect: w.checkRedirect}, done, nil
+}
+
+// credentials adds an Authorization header to the requests to one scheme
+// and host: a redirect elsewhere (which CrossHostRedirects may allow)
+// never carries them.
+type credentials struct {
+	base          http.RoundTripper
+	scheme, host  string
+	authorization string
+}
+
+func (c *credentials) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == c.scheme && canonicalHost(req.URL) == c.host {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", c.authorization)
+	}
+	return c.base.RoundTrip(req)
+}
+
+// canonicalHost is u's host in lower case with its port, the scheme's
+// default when u names none.
+func canonicalHost(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }

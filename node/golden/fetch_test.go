@@ -3,8 +3,10 @@ package golden
 import (
 	"bytes"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,9 +18,31 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
+
+// testNamespace is the node agent's namespace in these tests.
+const testNamespace = "thinlvm-system"
+
+// objects is a fake API client holding objs in the test namespace.
+func objects(t *testing.T, objs ...client.Object) client.Reader {
+	t.Helper()
+	for _, o := range objs {
+		o.SetNamespace(testNamespace)
+	}
+	return fake.NewClientBuilder().WithObjects(objs...).Build()
+}
+
+// caConfigMap is a CA ConfigMap holding srv's certificate.
+func caConfigMap(name string, srv *httptest.Server) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Data: map[string]string{CAKey: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))}}
+}
 
 // These tests send packets to 127.0.0.1 only. A refused address is refused
 // before its socket connects; dials records every connection the check let
@@ -282,6 +306,114 @@ func TestRedactURL(t *testing.T) {
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, redactURL(tt.url)); diff != "" {
 			t.Errorf("redactURL(%q) (-want +got):\n%s", tt.url, diff)
+		}
+	}
+}
+
+// TestDownloadCredentials sends an authSecret's credentials to the URL's
+// host and port, and not to another host or port a redirect leads to, even
+// where CrossHostRedirects allows following it.
+func TestDownloadCredentials(t *testing.T) {
+	raw := testImage()
+	type seen struct {
+		mu   sync.Mutex
+		auth []string
+	}
+	record := func(s *seen, r *http.Request) {
+		s.mu.Lock()
+		s.auth = append(s.auth, r.Header.Get("Authorization"))
+		s.mu.Unlock()
+	}
+	var origin, elsewhere seen
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		record(&elsewhere, r)
+		http.ServeContent(w, r, "image", time.Unix(1e9, 0), bytes.NewReader(raw))
+	}))
+	t.Cleanup(other.Close)
+	_, port, _ := net.SplitHostPort(other.Listener.Addr().String())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		record(&origin, r)
+		switch r.URL.Path {
+		case "/moved":
+			http.Redirect(w, r, "http://localhost:"+port+"/image", http.StatusFound)
+			return
+		case "/port":
+			http.Redirect(w, r, "http://127.0.0.1:"+port+"/image", http.StatusFound)
+			return
+		}
+		http.ServeContent(w, r, "image", time.Unix(1e9, 0), bytes.NewReader(raw))
+	}))
+	t.Cleanup(srv.Close)
+	basic := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "basic"}, Data: map[string][]byte{"username": []byte("alice"), "password": []byte("s3cret")}}
+	bearer := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bearer"}, Data: map[string][]byte{"token": []byte("hunter2")}}
+	both := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "both"}, Data: map[string][]byte{"username": []byte("alice"), "token": []byte("hunter2")}}
+	tests := []struct {
+		name, secret, path string
+		origin, elsewhere  []string // the Authorization headers each server saw
+		msg                string   // of the failure; "" for success
+	}{
+		{name: "basic", secret: "basic", path: "/image", origin: []string{"Basic YWxpY2U6czNjcmV0"}},
+		{name: "bearer", secret: "bearer", path: "/image", origin: []string{"Bearer hunter2"}},
+		{name: "not to a redirect's other host", secret: "bearer", path: "/moved", origin: []string{"Bearer hunter2"}, elsewhere: []string{""}},
+		// net/http would send them there: it tells hosts by name only.
+		{name: "not to a redirect's other port", secret: "basic", path: "/port", origin: []string{"Basic YWxpY2U6czNjcmV0"}, elsewhere: []string{""}},
+		{name: "missing Secret", secret: "gone", path: "/image", msg: "Secret thinlvm-system/gone not found"},
+		{name: "token and username", secret: "both", path: "/image", msg: "Secret thinlvm-system/both has both token and username/password"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			origin.auth, elsewhere.auth = nil, nil
+			w := &Writer{Attempts: 1, CrossHostRedirects: true, dialHook: (&dials{t: t}).hook, Reader: objects(t, basic, bearer, both), Namespace: testNamespace}
+			s := spec(srv.URL+tt.path, sha(raw), thinlvmv1.FormatRaw)
+			s.Source.HTTP.AuthSecret = tt.secret
+			dev := device(t, 8<<20)
+			_, err := w.Populate(t.Context(), s, dev, 8<<20, &progress{})
+			if tt.msg != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, errPermanent) {
+					t.Errorf("error %v, want a permanent one with %q", err, tt.msg)
+				}
+				if len(origin.auth) != 0 {
+					t.Errorf("%d requests sent, want none", len(origin.auth))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkDevice(t, dev, raw)
+			if diff := cmp.Diff(tt.origin, origin.auth); diff != "" {
+				t.Errorf("Authorization the URL's host got (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.elsewhere, elsewhere.auth); diff != "" {
+				t.Errorf("Authorization the redirect's host got (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDownloadCAConfigMap downloads over TLS from a server whose
+// certificate only the CA ConfigMap trusts.
+func TestDownloadCAConfigMap(t *testing.T) {
+	raw := testImage()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "image", time.Unix(1e9, 0), bytes.NewReader(raw))
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake the test refuses
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	for _, configMap := range []string{"ca", ""} {
+		w := &Writer{Attempts: 1, dialHook: (&dials{t: t}).hook, Reader: objects(t, caConfigMap("ca", srv)), Namespace: testNamespace}
+		s := spec(srv.URL, sha(raw), thinlvmv1.FormatRaw)
+		s.Source.HTTP.CAConfigMap = configMap
+		dev := device(t, 8<<20)
+		_, err := w.Populate(t.Context(), s, dev, 8<<20, &progress{})
+		switch {
+		case configMap != "" && err != nil:
+			t.Fatal(err)
+		case configMap != "":
+			checkDevice(t, dev, raw)
+		case err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority"):
+			t.Errorf("without the ConfigMap: error %v, want the certificate refused", err)
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
@@ -210,8 +211,13 @@ func writeSparse(dst io.WriterAt, src io.Reader, limit int64) (int64, error) {
 	}
 }
 
+// The Secrets and ConfigMaps golden images name, in the agent's namespace
+// only (a Role; kustomize sets the namespace):
+// +kubebuilder:rbac:groups="",namespace=thinlvm-system,resources=secrets;configmaps,verbs=get
+
 // Writer streams an image into a base's device. Its zero value downloads
-// with the defaults below; qcow2 images need QemuImg.
+// with the defaults below; qcow2 images need QemuImg, and sources that name
+// a Secret or ConfigMap need Reader and Namespace.
 type Writer struct {
 	// QemuImg is the qemu-img binary that converts qcow2 images.
 	QemuImg string
@@ -228,15 +234,23 @@ type Writer struct {
 	// body, no byte arrives for this long, or under 64 KiB arrive in this
 	// long; the attempt is then resumed like a broken one. Default 60s.
 	StallTimeout time.Duration
-	// RootCAs verify https servers; default the system's.
+	// RootCAs verify https servers; default the system's. A source's
+	// caConfigMap replaces them for that source.
 	RootCAs *x509.CertPool
 	// Blocked are the addresses downloads never connect to, checked on
 	// each resolved address before connecting; nil means
 	// DefaultBlocked(), an empty slice blocks nothing.
 	Blocked []netip.Prefix
-	// CrossHostRedirects lets a download follow a redirect to another
-	// host than its URL's.
+	// CrossHostRedirects lets an HTTP download follow a redirect to another
+	// host than its URL's (its authSecret's credentials never follow).
+	// Registries always may: they send blobs to their storage's host.
 	CrossHostRedirects bool
+	// Reader reads the Secrets and ConfigMaps sources name (authSecret,
+	// pullSecret, caConfigMap) in Namespace, the agent's own, once per
+	// population. An uncached reader (the manager's APIReader), so that the
+	// agent needs get on them and nothing more.
+	Reader    client.Reader
+	Namespace string
 
 	// dialHook, when set, is called for every connection the address check
 	// lets through, just before it connects: tests see there whether a
@@ -251,37 +265,104 @@ type Writer struct {
 }
 
 // Populate writes the image of spec into device, which is limit bytes
-// large and reads zeros, and verifies the download's sha256. It returns how
-// many raw bytes the image held.
+// large and reads zeros, and verifies it: the sha256 of an HTTP download,
+// the digests of a registry image. It returns how many raw bytes the image
+// held.
 func (w *Writer) Populate(ctx context.Context, spec *thinlvmv1.GoldenImageSpec, device string, limit int64, prog *progress) (int64, error) {
-	src := spec.Source.HTTP
-	if src == nil {
-		return 0, fmt.Errorf("%w: the source has no http", errPermanent)
+	switch src := spec.Source; {
+	case src.HTTP != nil:
+		return w.populateHTTP(ctx, src.HTTP, spec.Format, device, limit, prog)
+	case src.Registry != nil:
+		return w.populateRegistry(ctx, src.Registry, spec.Format, device, limit, prog)
 	}
-	d := &download{ctx: ctx, client: w.httpClient(), url: src.URL, name: redactURL(src.URL), attempts: w.Attempts, backoff: w.Backoff,
+	return 0, fmt.Errorf("%w: the source has neither http nor registry", errPermanent)
+}
+
+func (w *Writer) attempts() int {
+	if w.Attempts > 0 {
+		return w.Attempts
+	}
+	return 5
+}
+
+func (w *Writer) backoff() time.Duration {
+	if w.Backoff > 0 {
+		return w.Backoff
+	}
+	return time.Second
+}
+
+// newDownload is a download of url with the Writer's retries.
+func (w *Writer) newDownload(ctx context.Context, c *http.Client, url, name string, prog *progress) *download {
+	d := &download{ctx: ctx, client: c, url: url, name: name, attempts: w.attempts(), backoff: w.backoff(),
 		stall: w.StallTimeout, prog: prog}
-	if d.attempts <= 0 {
-		d.attempts = 5
-	}
-	if d.backoff <= 0 {
-		d.backoff = time.Second
-	}
 	if d.stall <= 0 {
 		d.stall = defaultStallTimeout
 	}
+	return d
+}
+
+func (w *Writer) populateHTTP(ctx context.Context, src *thinlvmv1.HTTPSource, format thinlvmv1.ImageFormat, device string, limit int64, prog *progress) (int64, error) {
+	c, done, err := w.sourceClient(ctx, src)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	d := w.newDownload(ctx, c, src.URL, redactURL(src.URL), prog)
 	defer d.Close()
 	sum := sha256.New()
 	tee := io.TeeReader(d, sum)
-
-	if spec.Format == thinlvmv1.FormatQCOW2 {
-		return w.convert(ctx, tee, sum, src.SHA256, device, limit)
+	// A compressed stream may end before the file does: the checksum is
+	// of every byte served.
+	verified := func() error {
+		if _, err := io.Copy(io.Discard, tee); err != nil {
+			return err
+		}
+		return verify(sum, src.SHA256)
 	}
-	raw, _, err := decompress(tee)
+
+	if format == thinlvmv1.FormatQCOW2 {
+		s, err := w.newQCOW2Scratch()
+		if err != nil {
+			return 0, err
+		}
+		defer s.remove()
+		if err := s.fill(tee, limit); err != nil {
+			return 0, err
+		}
+		if err := verified(); err != nil {
+			return 0, err
+		}
+		return s.convert(ctx, device, limit)
+	}
+	n, err := writeRaw(tee, device, limit)
+	if err != nil {
+		return n, err
+	}
+	return n, verified()
+}
+
+// qcow2Magic starts every qcow2 file.
+const qcow2Magic = "QFI\xfb"
+
+// writeRaw writes the raw image src (gzip-, xz- or zstd-compressed or not)
+// to device, skipping zero blocks, and syncs it. It refuses an image larger
+// than limit, and a qcow2 image: written raw it would be no disk.
+func writeRaw(src io.Reader, device string, limit int64) (int64, error) {
+	dec, _, err := decompress(src)
 	if err != nil {
 		return 0, fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
 	}
-	if c, ok := raw.(io.Closer); ok {
+	if c, ok := dec.(io.Closer); ok {
 		defer c.Close() // a zstd decoder's goroutines end only with Close
+	}
+	raw := bufio.NewReaderSize(dec, 1<<20) // decompress's own when not compressed
+	magic, err := raw.Peek(len(qcow2Magic))
+	if err != nil && err != io.EOF {
+		return 0, fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
+	}
+	if string(magic) == qcow2Magic {
+		return 0, fmt.Errorf("%w: image refused: it is qcow2 (it starts with qcow2's magic) and the GoldenImage says raw: set spec.format to qcow2", errPermanent)
 	}
 	dev, err := os.OpenFile(device, os.O_WRONLY, 0)
 	if err != nil {
@@ -292,14 +373,6 @@ func (w *Writer) Populate(ctx context.Context, spec *thinlvmv1.GoldenImageSpec, 
 	// soon as it expands past the base, having written only into it.
 	n, err := writeSparse(dev, raw, limit)
 	if err != nil {
-		return n, err
-	}
-	// A compressed stream may end before the file does: the checksum is
-	// of every byte served.
-	if _, err := io.Copy(io.Discard, tee); err != nil {
-		return n, err
-	}
-	if err := verify(sum, src.SHA256); err != nil {
 		return n, err
 	}
 	if err := dev.Sync(); err != nil {

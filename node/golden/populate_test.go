@@ -80,6 +80,18 @@ func device(t *testing.T, size int64) string {
 	return p
 }
 
+// checkDevice fails unless dev holds raw followed by zeros.
+func checkDevice(t *testing.T, dev string, raw []byte) {
+	t.Helper()
+	got, err := os.ReadFile(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < len(raw) || !bytes.Equal(got[:len(raw)], raw) || !bytes.Equal(got[len(raw):], make([]byte, len(got)-len(raw))) {
+		t.Error("the device does not hold the image followed by zeros")
+	}
+}
+
 func serve(t *testing.T, body []byte) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -272,5 +284,19 @@ func TestPopulateQCOW2(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "golden-*")); len(left) != 0 {
 		t.Errorf("scratch files left: %v", left)
+	}
+}
+
+// TestPopulateRawRefusesQCOW2: a qcow2 image declared raw (compressed on
+// the wire or not) would be written as it is, and be no disk.
+func TestPopulateRawRefusesQCOW2(t *testing.T) {
+	img := append([]byte("QFI\xfb\x00\x00\x00\x03"), make([]byte, 64<<10)...)
+	for _, kind := range []string{"", "xz"} {
+		body := compress(t, kind, img)
+		srv := serve(t, body)
+		_, err := (&Writer{}).Populate(t.Context(), spec(srv.URL, sha(body), thinlvmv1.FormatRaw), device(t, 1<<20), 1<<20, &progress{})
+		if msg := "set spec.format to qcow2"; err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+			t.Errorf("compression %q: error %v, want a permanent one with %q", kind, err, msg)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"os/exec"
@@ -48,56 +47,75 @@ func scratchBound(limit, slack int64) int64 {
 	return limit + limit/8 + slack
 }
 
-// convert downloads a qcow2 image (decompressing it if need be) into the
-// scratch directory, verifies it, refuses it if it names any other file,
-// and has qemu-img write it raw to device.
-func (w *Writer) convert(ctx context.Context, src io.Reader, sum hash.Hash, want, device string, limit int64) (int64, error) {
+// qcow2Scratch is a qcow2 image on its way from its source to a base: a
+// file in the scratch directory, bounded, until the source is verified and
+// qemu-img converts it.
+type qcow2Scratch struct {
+	w       *Writer
+	prlimit string
+	f       *os.File
+	path    string // absolute: qemu-img reads a "name:" ahead of the first slash as a protocol
+}
+
+// newQCOW2Scratch checks that the Writer can convert qcow2 images and makes
+// the scratch file. remove removes it.
+func (w *Writer) newQCOW2Scratch() (*qcow2Scratch, error) {
 	if w.QemuImg == "" {
-		return 0, fmt.Errorf("%w: qcow2 images need qemu-img, and none is configured (--qemu-img)", errPermanent)
+		return nil, fmt.Errorf("%w: qcow2 images need qemu-img, and none is configured (--qemu-img)", errPermanent)
 	}
 	prlimit, err := exec.LookPath(cmp.Or(w.Prlimit, "prlimit"))
 	if err != nil {
-		return 0, fmt.Errorf("%w: qcow2 images need prlimit (util-linux) to run qemu-img with resource limits: %w", errPermanent, err)
+		return nil, fmt.Errorf("%w: qcow2 images need prlimit (util-linux) to run qemu-img with resource limits: %w", errPermanent, err)
 	}
 	f, err := os.CreateTemp(w.ScratchDir, "golden-*.qcow2")
 	if err != nil {
-		return 0, fmt.Errorf("scratch file: %w", err)
+		return nil, fmt.Errorf("scratch file: %w", err)
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	// Absolute: qemu-img reads a "name:" ahead of the first slash as a
-	// protocol.
 	path, err := filepath.Abs(f.Name())
 	if err != nil {
-		return 0, fmt.Errorf("scratch file: %w", err)
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("scratch file: %w", err)
 	}
+	return &qcow2Scratch{w: w, prlimit: prlimit, f: f, path: path}, nil
+}
+
+func (s *qcow2Scratch) remove() {
+	s.f.Close()
+	os.Remove(s.f.Name())
+}
+
+// fill copies the image src, decompressing it if need be, into the scratch
+// file: at most what the qcow2 file of a base of limit bytes takes.
+func (s *qcow2Scratch) fill(src io.Reader, limit int64) error {
 	raw, _, err := decompress(src)
 	if err != nil {
-		return 0, fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
+		return fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
 	}
 	if c, ok := raw.(io.Closer); ok {
 		defer c.Close() // a zstd decoder's goroutines end only with Close
 	}
-	// Bounded before the checksum can be known: a few hundred KiB of
+	// Bounded before the source can be verified: a few hundred KiB of
 	// compressed zeros would otherwise fill the scratch volume.
-	bound := scratchBound(limit, cmp.Or(w.scratchSlack, qcow2ScratchSlack))
-	scratch := &boundedWriter{w: f, left: bound}
+	bound := scratchBound(limit, cmp.Or(s.w.scratchSlack, qcow2ScratchSlack))
+	scratch := &boundedWriter{w: s.f, left: bound}
 	if _, err := io.Copy(scratch, raw); err != nil {
 		if scratch.full {
-			return 0, fmt.Errorf("%w: image refused: the qcow2 file expands past %d bytes, more than a %d-byte base needs", errPermanent, bound, limit)
+			return fmt.Errorf("%w: image refused: the qcow2 file expands past %d bytes, more than a %d-byte base needs", errPermanent, bound, limit)
 		}
-		return 0, fmt.Errorf("download to %s: %w", f.Name(), err)
+		return fmt.Errorf("download to %s: %w", s.f.Name(), err)
 	}
-	if _, err := io.Copy(io.Discard, src); err != nil {
+	return nil
+}
+
+// convert checks the verified image in scratch, refuses it if it names any
+// other file, and has qemu-img write it raw to device. It returns the
+// image's virtual size.
+func (s *qcow2Scratch) convert(ctx context.Context, device string, limit int64) (int64, error) {
+	if err := s.f.Close(); err != nil {
 		return 0, err
 	}
-	if err := verify(sum, want); err != nil {
-		return 0, err
-	}
-	if err := f.Close(); err != nil {
-		return 0, err
-	}
-	info, err := w.info(ctx, prlimit, path, thinlvmv1.FormatQCOW2)
+	info, err := s.w.info(ctx, s.prlimit, s.path, thinlvmv1.FormatQCOW2)
 	if err != nil {
 		return 0, err
 	}
@@ -107,7 +125,7 @@ func (w *Writer) convert(ctx context.Context, src io.Reader, sum hash.Hash, want
 	if info.VirtualSize > limit {
 		return 0, fmt.Errorf("%w: the image's virtual size %d is larger than the base (%d bytes)", errPermanent, info.VirtualSize, limit)
 	}
-	if _, err := w.qemuImg(ctx, prlimit, []string{"--as=" + strconv.Itoa(qemuImgAddressSpace)}, convertArgs(path, device)...); err != nil {
+	if _, err := s.w.qemuImg(ctx, s.prlimit, []string{"--as=" + strconv.Itoa(qemuImgAddressSpace)}, convertArgs(s.path, device)...); err != nil {
 		return 0, fmt.Errorf("qemu-img convert: %w", err)
 	}
 	return info.VirtualSize, nil
