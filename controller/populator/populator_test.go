@@ -313,7 +313,9 @@ func TestChannelResolvedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	early := tenantClaim(t, "tenant-b", "early", "thin", thinlvmv1.KindGoldenImageChannel, "os")
-	eventually(t, "the claim records os-v1", func() bool { return get(t, client.ObjectKeyFromObject(early)).Annotations[thinlvmv1.GoldenImageAnnotation] == "os-v1" })
+	eventually(t, "the claim records os-v1", func() bool {
+		return get(t, client.ObjectKeyFromObject(early)).Annotations[thinlvmv1.GoldenImageAnnotation] == "os-v1"
+	})
 	ch.Spec.GoldenImage = "os-v2"
 	if err := k8s.Update(ctx, ch); err != nil {
 		t.Fatal(err)
