@@ -117,7 +117,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if !ok {
 			return nil
 		}
-		ref := thinlvmRef(pvc)
+		ref := thinlvmv1.ImageDataSource(pvc)
 		if ref == nil {
 			return nil
 		}
@@ -131,7 +131,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	tenant := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		pvc, ok := o.(*corev1.PersistentVolumeClaim)
-		return ok && pvc.Namespace != r.Namespace && (thinlvmRef(pvc) != nil || controllerutil.ContainsFinalizer(pvc, Finalizer))
+		return ok && pvc.Namespace != r.Namespace && (thinlvmv1.ImageDataSource(pvc) != nil || controllerutil.ContainsFinalizer(pvc, Finalizer))
 	})
 	prime := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetNamespace() == r.Namespace && o.GetLabels()[ClaimUIDLabel] != ""
@@ -184,22 +184,6 @@ func (r *Reconciler) waitingFor(kind string) handler.EventHandler {
 	})
 }
 
-// thinlvmRef is a claim's dataSourceRef when it names a GoldenImage or a
-// GoldenImageChannel, nil otherwise. The API server copies dataSource to
-// dataSourceRef; dataSource is read too for a claim written before that.
-func thinlvmRef(pvc *corev1.PersistentVolumeClaim) *corev1.TypedObjectReference {
-	ref := pvc.Spec.DataSourceRef
-	if ref == nil && pvc.Spec.DataSource != nil {
-		ds := pvc.Spec.DataSource
-		ref = &corev1.TypedObjectReference{APIGroup: ds.APIGroup, Kind: ds.Kind, Name: ds.Name}
-	}
-	if ref == nil || ref.APIGroup == nil || *ref.APIGroup != thinlvmv1.GroupVersion.Group || ref.Name == "" ||
-		ref.Kind != thinlvmv1.KindGoldenImage && ref.Kind != thinlvmv1.KindGoldenImageChannel {
-		return nil
-	}
-	return ref
-}
-
 // PrimeName is the name of the prime claim of the claim with uid.
 func PrimeName(uid types.UID) string { return primePrefix + string(uid) }
 
@@ -226,7 +210,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	ref := thinlvmRef(claim)
+	ref := thinlvmv1.ImageDataSource(claim)
 	switch {
 	case !claim.DeletionTimestamp.IsZero():
 		return ctrl.Result{}, r.finish(ctx, claim, false)
