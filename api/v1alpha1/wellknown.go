@@ -40,6 +40,13 @@ const (
 // GoldenImage the volume is made from.
 const PopulateGoldenImageAnnotation = "thinlvm.io/populate-golden-image"
 
+// GoldenImageAnnotation is set by the controller on a claim whose
+// dataSourceRef names a GoldenImage or a GoldenImageChannel: the
+// GoldenImage its volume is made from, resolved once when the controller
+// first sees the claim, so that a channel moving while the claim waits
+// does not change it. The scheduler plugin reads it too.
+const GoldenImageAnnotation = "thinlvm.io/golden-image"
+
 // OwnerTagPrefix prefixes the lvm tag that names an LV's LogicalVolume
 // ("lv:<name>"): the node agent tags every LV it makes with it, and an LV
 // is a LogicalVolume's only when it carries that tag.

@@ -1,6 +1,7 @@
 // Command thinlvm-controller is thinlvm's controller: the CSI Controller
 // service (volumes and snapshots as LogicalVolumes) for the CSI sidecars,
-// and the cleanup after deleted nodes.
+// the populator of claims whose dataSourceRef names a GoldenImage or a
+// GoldenImageChannel, and the cleanup after deleted nodes.
 package main
 
 import (
@@ -17,9 +18,11 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/thinlvm/thinlvm/api/csiidentity"
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
 	"github.com/thinlvm/thinlvm/cmd/internal/manager"
 	"github.com/thinlvm/thinlvm/controller/csi"
+	"github.com/thinlvm/thinlvm/controller/populator"
 	"github.com/thinlvm/thinlvm/controller/reconciler"
 )
 
@@ -34,6 +37,7 @@ type options struct {
 	leaderNS       string
 	nodeCleanup    bool
 	waitTimeout    time.Duration
+	namespace      string
 }
 
 func main() {
@@ -47,6 +51,7 @@ func main() {
 	fs.StringVar(&o.leaderNS, "leader-election-namespace", "", "Namespace of the leader election lease (default: in-cluster namespace).")
 	fs.BoolVar(&o.nodeCleanup, "node-cleanup", true, "Delete the PVCs and LogicalVolumes of deleted Nodes.")
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", 2*time.Minute, "How long a CSI call without a deadline waits for the node agent.")
+	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The controller's own namespace (default $POD_NAMESPACE), where the populator makes the claims that populate claims from a GoldenImage or GoldenImageChannel; only claims there have their "+thinlvmv1.PopulateGoldenImageAnnotation+" annotation honoured. Empty turns the populator off.")
 	klog.InitFlags(fs)
 	ctrl.RegisterFlags(fs)
 	_ = fs.Parse(os.Args[1:])
@@ -80,12 +85,20 @@ func run(o options) error {
 	if err := (&reconciler.GoldenImageChannelReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("thinlvm-controller")}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if o.namespace != "" {
+		if err := (&populator.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			Recorder: mgr.GetEventRecorder("thinlvm-controller"), Namespace: o.namespace}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	} else {
+		logger.Info("no namespace (--namespace, $POD_NAMESPACE): claims whose dataSourceRef names a GoldenImage or GoldenImageChannel are not populated")
+	}
 	lis, err := endpoint.Listen(o.csiAddress)
 	if err != nil {
 		return err
 	}
 	controller := &csi.ControllerServer{Client: mgr.GetClient(), Timeout: o.waitTimeout, Metrics: csi.NewMetrics(ctrlmetrics.Registry),
-		Recorder: mgr.GetEventRecorder("thinlvm-controller"), APIReader: mgr.GetAPIReader()}
+		Recorder: mgr.GetEventRecorder("thinlvm-controller"), APIReader: mgr.GetAPIReader(), Namespace: o.namespace}
 	if err := controller.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -45,9 +47,14 @@ type ControllerServer struct {
 	// Recorder, when set, tells a claim why its volume waits (an Event on
 	// the PVC the provisioner names with --extra-create-metadata).
 	Recorder events.EventRecorder
-	// APIReader reads a claim for its Event (its UID), past the cache: the
-	// controller watches no PVCs.
+	// APIReader reads a claim past the cache: for its Event (its UID), and
+	// a prime claim's GoldenImage, which was just made.
 	APIReader client.Reader
+	// Namespace is the controller's own namespace: only a claim there (a
+	// prime claim the populator made) has its
+	// thinlvm.io/populate-golden-image annotation honoured. Empty honours
+	// none.
+	Namespace string
 
 	// changes wakes the waits for LogicalVolumes (SetupWithManager).
 	changes *changes
@@ -57,7 +64,7 @@ var _ csi.ControllerServer = (*ControllerServer)(nil)
 
 // +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=thinlvm.io,resources=goldenimages,verbs=get;list;watch
+// +kubebuilder:rbac:groups=thinlvm.io,resources=goldenimages;goldenimagechannels,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -302,8 +309,11 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, err
 	}
-	if err := checkParameters(req.GetParameters(), thinlvmv1.DeviceClassParameter, thinlvmv1.GoldenImageParameter); err != nil {
+	if err := checkParameters(req.GetParameters(), thinlvmv1.DeviceClassParameter, thinlvmv1.GoldenImageParameter, thinlvmv1.GoldenImageChannelParameter); err != nil {
 		return nil, err
+	}
+	if req.GetParameters()[thinlvmv1.GoldenImageParameter] != "" && req.GetParameters()[thinlvmv1.GoldenImageChannelParameter] != "" {
+		return nil, status.Errorf(codes.InvalidArgument, "StorageClass parameters %s and %s exclude each other", thinlvmv1.GoldenImageParameter, thinlvmv1.GoldenImageChannelParameter)
 	}
 	want, err := size(req.GetCapacityRange())
 	if err != nil {
@@ -348,16 +358,22 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 	// A clone or restore in a golden class is a thin snapshot of its
 	// source, which already holds the image's blocks (KubeVirt clones and
 	// restores VM disks in their own class): the class's image is not used.
-	if imageName := req.GetParameters()[thinlvmv1.GoldenImageParameter]; imageName != "" && source == nil {
+	var imageName, from string
+	if source == nil {
+		if imageName, from, err = s.goldenImageFor(ctx, req.GetParameters(), name); err != nil {
+			return nil, err
+		}
+	}
+	if imageName != "" {
 		image = &thinlvmv1.GoldenImage{}
 		if err := s.Client.Get(ctx, types.NamespacedName{Name: imageName}, image); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, status.Errorf(codes.NotFound, "GoldenImage %s (StorageClass parameter %s) not found", imageName, thinlvmv1.GoldenImageParameter)
+				return nil, status.Errorf(codes.NotFound, "GoldenImage %s (%s) not found", imageName, from)
 			}
 			return nil, status.Errorf(codes.Internal, "get GoldenImage %s: %v", imageName, err)
 		}
 		if class != "" && class != image.Spec.DeviceClass {
-			return nil, status.Errorf(codes.InvalidArgument, "GoldenImage %s is in device class %q, the StorageClass asks for %q", imageName, image.Spec.DeviceClass, class)
+			return nil, status.Errorf(codes.InvalidArgument, "GoldenImage %s (%s) is in device class %q, the StorageClass asks for %q", imageName, from, image.Spec.DeviceClass, class)
 		}
 		size := image.BaseSize()
 		if size.IsZero() {
@@ -427,6 +443,57 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 		ContentSource:      req.GetVolumeContentSource(),
 		AccessibleTopology: []*csi.Topology{{Segments: map[string]string{thinlvmv1.TopologyKey: lv.Spec.NodeName}}},
 	}}, nil
+}
+
+// goldenImageFor names the GoldenImage a new volume without a content
+// source is made from, "" for none, and says where the name came from:
+//
+//   - the thinlvm.io/populate-golden-image annotation of the claim the
+//     provisioner names (--extra-create-metadata), honoured only for a
+//     claim in the controller's own namespace: the populator's prime
+//     claim, which no tenant can make;
+//   - the StorageClass's golden-image parameter;
+//   - the GoldenImage the class's golden-image-channel parameter points at
+//     now; a repeated call for a volume already made keeps the GoldenImage
+//     its LogicalVolume records, wherever the channel moved since.
+func (s *ControllerServer) goldenImageFor(ctx context.Context, params map[string]string, lvName string) (name, from string, err error) {
+	if ns, claim := params[pvcNamespaceParameter], params[pvcNameParameter]; s.Namespace != "" && ns == s.Namespace && claim != "" {
+		reader := s.APIReader
+		if reader == nil {
+			reader = s.Client
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: claim}, pvc); err != nil {
+			if apierrors.IsNotFound(err) {
+				return "", "", status.Errorf(codes.NotFound, "claim %s/%s not found: a volume of the controller's namespace is made for a claim that exists", ns, claim)
+			}
+			return "", "", status.Errorf(codes.Unavailable, "get claim %s/%s: %v", ns, claim, err)
+		}
+		if img := pvc.Annotations[thinlvmv1.PopulateGoldenImageAnnotation]; img != "" {
+			return img, fmt.Sprintf("annotation %s of claim %s/%s", thinlvmv1.PopulateGoldenImageAnnotation, ns, claim), nil
+		}
+	}
+	if img := params[thinlvmv1.GoldenImageParameter]; img != "" {
+		return img, "StorageClass parameter " + thinlvmv1.GoldenImageParameter, nil
+	}
+	chName := params[thinlvmv1.GoldenImageChannelParameter]
+	if chName == "" {
+		return "", "", nil
+	}
+	from = fmt.Sprintf("GoldenImageChannel %s of StorageClass parameter %s", chName, thinlvmv1.GoldenImageChannelParameter)
+	if lv, err := s.getLV(ctx, lvName); err == nil && lv.Spec.Source != nil && lv.Spec.Source.Kind == thinlvmv1.SourceGoldenImage {
+		return lv.Spec.Source.Name, from, nil
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		return "", "", status.Errorf(codes.Internal, "get LogicalVolume %s: %v", lvName, err)
+	}
+	ch := &thinlvmv1.GoldenImageChannel{}
+	if err := s.Client.Get(ctx, types.NamespacedName{Name: chName}, ch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", "", status.Errorf(codes.NotFound, "GoldenImageChannel %s (StorageClass parameter %s) not found", chName, thinlvmv1.GoldenImageChannelParameter)
+		}
+		return "", "", status.Errorf(codes.Internal, "get GoldenImageChannel %s: %v", chName, err)
+	}
+	return ch.Spec.GoldenImage, from, nil
 }
 
 // isSnapshot tells whether a LogicalVolume is a CSI snapshot. Only the

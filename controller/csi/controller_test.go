@@ -35,6 +35,10 @@ import (
 	"github.com/thinlvm/thinlvm/node/reconciler"
 )
 
+// controllerNamespace is the controller's own namespace, where the
+// populator makes its prime claims.
+const controllerNamespace = "thinlvm-system"
+
 // The controller runs against a real API server; the node agents are the
 // real reconciler over lvmd on the simulated lvm, one per node.
 var (
@@ -71,7 +75,11 @@ func TestMain(m *testing.M) {
 		}
 	}
 	srv = &controllercsi.ControllerServer{Client: mgr.GetClient(), Timeout: 20 * time.Second,
-		Recorder: mgr.GetEventRecorder("thinlvm-controller"), APIReader: mgr.GetAPIReader()}
+		Recorder: mgr.GetEventRecorder("thinlvm-controller"), APIReader: mgr.GetAPIReader(), Namespace: controllerNamespace}
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	if err := srv.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -121,6 +121,8 @@ func TestLeastPrivilege(t *testing.T) {
 		{sa("thinlvm-controller"), "delete", "", "nodes", "", false},
 		{sa("thinlvm-controller"), "get", "", "persistentvolumeclaims", "default", true}, // the claim's UID, for its Event
 		{sa("thinlvm-controller"), "create", "events.k8s.io", "events", "default", true},
+		{sa("thinlvm-controller"), "create", "", "persistentvolumeclaims", cluster.Namespace, true}, // the populator's prime claims
+		{sa("thinlvm-controller"), "create", "", "persistentvolumeclaims", "default", false},
 		{sa("thinlvm-scheduler"), "list", "thinlvm.io", "lvmnodes", "", true},
 		{sa("thinlvm-scheduler"), "update", "thinlvm.io", "lvmnodes", "", false},
 		{sa("thinlvm-scheduler"), "create", "", "persistentvolumes", "", false},

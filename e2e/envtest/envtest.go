@@ -26,9 +26,19 @@ type Env struct {
 	env    *envtest.Environment
 }
 
+// Options change the API server a test starts.
+type Options struct {
+	// FeatureGates is kube-apiserver's --feature-gates, e.g.
+	// "CrossNamespaceVolumeDataSource=true".
+	FeatureGates string
+}
+
 // Start starts etcd and kube-apiserver with the CRDs of deploy/crds, and
 // registers thinlvm's types in client-go's scheme.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return StartWith(Options{}) }
+
+// StartWith is Start with Options.
+func StartWith(o Options) (*Env, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with 'make test' (it builds etcd and kube-apiserver)")
 	}
@@ -36,6 +46,9 @@ func Start() (*Env, error) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(filepath.Dir(file), "..", "..", "deploy", "crds")},
 		ErrorIfCRDPathMissing: true,
+	}
+	if o.FeatureGates != "" {
+		env.ControlPlane.GetAPIServer().Configure().Set("feature-gates", o.FeatureGates)
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -27,11 +27,16 @@ type clusterLister struct {
 	lvmNodes cache.Indexer
 	lvs      cache.Indexer
 	images   cache.Indexer
+	channels cache.Indexer
 	dyn      dynamic.Interface
 }
 
 func (l *clusterLister) GoldenImage(name string) (*thinlvmv1.GoldenImage, error) {
 	return fromIndexer[thinlvmv1.GoldenImage](l.images, "goldenimages", name)
+}
+
+func (l *clusterLister) GoldenImageChannel(name string) (*thinlvmv1.GoldenImageChannel, error) {
+	return fromIndexer[thinlvmv1.GoldenImageChannel](l.channels, "goldenimagechannels", name)
 }
 
 func (l *clusterLister) PVC(ns, name string) (*corev1.PersistentVolumeClaim, error) {

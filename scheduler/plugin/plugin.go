@@ -43,6 +43,7 @@ var (
 	lvmNodesGVR        = thinlvmv1.GroupVersion.WithResource("lvmnodes")
 	logicalVolumesGVR  = thinlvmv1.GroupVersion.WithResource("logicalvolumes")
 	goldenImagesGVR    = thinlvmv1.GroupVersion.WithResource("goldenimages")
+	channelsGVR        = thinlvmv1.GroupVersion.WithResource("goldenimagechannels")
 	volumeSnapshotGVR  = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshots"}
 	snapshotContentGVR = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotcontents"}
 )
@@ -79,6 +80,7 @@ type Lister interface {
 	LVMNodes() ([]*thinlvmv1.LVMNode, error)
 	LogicalVolume(name string) (*thinlvmv1.LogicalVolume, error)
 	GoldenImage(name string) (*thinlvmv1.GoldenImage, error)
+	GoldenImageChannel(name string) (*thinlvmv1.GoldenImageChannel, error)
 	// SnapshotVolume is the CSI snapshot ID of a bound VolumeSnapshot.
 	SnapshotHandle(ctx context.Context, namespace, name string) (string, error)
 }
@@ -119,7 +121,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := images.SetTransform(typed[thinlvmv1.GoldenImage]); err != nil {
 		return nil, err
 	}
-	l.lvmNodes, l.lvs, l.images = lvmNodes.GetIndexer(), lvs.GetIndexer(), images.GetIndexer()
+	channels := factory.ForResource(channelsGVR).Informer()
+	if err := channels.SetTransform(typed[thinlvmv1.GoldenImageChannel]); err != nil {
+		return nil, err
+	}
+	l.lvmNodes, l.lvs, l.images, l.channels = lvmNodes.GetIndexer(), lvs.GetIndexer(), images.GetIndexer(), channels.GetIndexer()
 	factory.Start(ctx.Done())
 	for gvr, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
@@ -281,27 +287,26 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 			continue
 		}
 		class := sc.Parameters[thinlvmv1.DeviceClassParameter]
-		if img := sc.Parameters[GoldenImageParameter]; img != "" {
-			gi, err := p.lister.GoldenImage(img)
-			if err != nil && !apierrors.IsNotFound(err) {
-				return nil, err
+		copied := pvc.Spec.DataSource != nil && thinlvmv1.ImageDataSource(pvc) == nil
+		gi, err := p.goldenImageOf(pvc, sc)
+		if err != nil {
+			return nil, err
+		}
+		if gi != nil {
+			if class == "" {
+				class = gi.Spec.DeviceClass // the controller makes the volume in its image's class
 			}
-			if err == nil {
-				if class == "" {
-					class = gi.Spec.DeviceClass // the controller makes the volume in its image's class
-				}
-				// A clone or restore in a golden class is a snapshot of its
-				// source (in the image's class): the source's node decides,
-				// not the image's bases.
-				if pvc.Spec.DataSource == nil && !slices.ContainsFunc(d.images, func(o *thinlvmv1.GoldenImage) bool { return o.Name == img }) {
-					d.images = append(d.images, gi)
-				}
+			// A clone or restore in a golden class is a snapshot of its
+			// source (in the image's class): the source's node decides,
+			// not the image's bases.
+			if !copied && !slices.ContainsFunc(d.images, func(o *thinlvmv1.GoldenImage) bool { return o.Name == gi.Name }) {
+				d.images = append(d.images, gi)
 			}
 		}
 		size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 		d.bytes[class] = sizes.Add(d.bytes[class], size.Value())
 		d.claims = append(d.claims, pvc.Namespace+"/"+pvc.Name)
-		if src := pvc.Spec.DataSource; src != nil {
+		if src := pvc.Spec.DataSource; copied {
 			// Sources on several nodes: the first one's node is preferred,
 			// the others' data is copied wherever the pod goes.
 			if d.sourceNode == "" {
@@ -324,6 +329,52 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 		}
 	}
 	return d, nil
+}
+
+// goldenImageOf is the GoldenImage a claim's volume is made from, or whose
+// class a clone or restore takes, as the controller decides it; nil when
+// none, or when it does not exist (yet): no node holds its base.
+//
+//   - A claim whose dataSourceRef names a GoldenImage: it. One naming a
+//     GoldenImageChannel: the GoldenImage the populator resolved it to
+//     (annotation thinlvm.io/golden-image), or before it did, the one the
+//     channel points at now. A ref with a namespace is never populated.
+//   - Otherwise the class's golden-image parameter, or the GoldenImage its
+//     golden-image-channel parameter points at now.
+func (p *Plugin) goldenImageOf(pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass) (*thinlvmv1.GoldenImage, error) {
+	name, channel := sc.Parameters[GoldenImageParameter], sc.Parameters[thinlvmv1.GoldenImageChannelParameter]
+	if ref := thinlvmv1.ImageDataSource(pvc); ref != nil {
+		if ref.Namespace != nil && *ref.Namespace != "" {
+			return nil, nil
+		}
+		name, channel = "", ""
+		switch {
+		case ref.Kind == thinlvmv1.KindGoldenImage:
+			name = ref.Name
+		case pvc.Annotations[thinlvmv1.GoldenImageAnnotation] != "":
+			name = pvc.Annotations[thinlvmv1.GoldenImageAnnotation]
+		default:
+			channel = ref.Name
+		}
+	}
+	if name == "" && channel != "" {
+		ch, err := p.lister.GoldenImageChannel(channel)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		name = ch.Spec.GoldenImage
+	}
+	if name == "" {
+		return nil, nil
+	}
+	gi, err := p.lister.GoldenImage(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return gi, err
 }
 
 // sourceNode is the node holding a claim's data source, "" when unknown,
@@ -602,12 +653,13 @@ func (p *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.P
 
 // EventsToRegister requeues pods this plugin rejected when an LVMNode
 // changes (room freed, a golden base became Ready: bases are reported in
-// LVMNodes), a GoldenImage is made or changes, or a claim is added or
-// updated.
+// LVMNodes), a GoldenImage or GoldenImageChannel is made or changes, or a
+// claim is added or updated.
 func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("lvmnodes.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
 		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("goldenimages.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("goldenimagechannels.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
 		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolumeClaim, ActionType: fwk.Add | fwk.Update}},
 	}, nil
 }

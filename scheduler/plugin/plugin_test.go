@@ -29,11 +29,16 @@ type fakeLister struct {
 	nodes     map[string]*thinlvmv1.LVMNode
 	lvs       map[string]*thinlvmv1.LogicalVolume
 	images    map[string]*thinlvmv1.GoldenImage
+	channels  map[string]*thinlvmv1.GoldenImageChannel
 	snapshots map[string]string
 }
 
 func (f *fakeLister) GoldenImage(name string) (*thinlvmv1.GoldenImage, error) {
 	return get(f.images, "goldenimages", name)
+}
+
+func (f *fakeLister) GoldenImageChannel(name string) (*thinlvmv1.GoldenImageChannel, error) {
+	return get(f.channels, "goldenimagechannels", name)
 }
 
 func notFound(what, name string) error {
@@ -473,7 +478,7 @@ func TestEventsToRegister(t *testing.T) {
 	for _, e := range events {
 		got = append(got, string(e.Event.Resource))
 	}
-	for _, want := range []string{"lvmnodes.v1alpha1.thinlvm.io", "goldenimages.v1alpha1.thinlvm.io"} {
+	for _, want := range []string{"lvmnodes.v1alpha1.thinlvm.io", "goldenimages.v1alpha1.thinlvm.io", "goldenimagechannels.v1alpha1.thinlvm.io"} {
 		if !strings.Contains(strings.Join(got, ","), want) {
 			t.Errorf("events %v: want %s changes to requeue", got, want)
 		}
