@@ -194,10 +194,15 @@ func (r *Reconciler) fromVolume(ctx context.Context, gi *thinlvmv1.GoldenImage, 
 	if !hasTag(got.GetVolume(), thinlvmv1.OwnerTagPrefix+sv.LogicalVolume) {
 		return 0, fmt.Errorf("%w: LV %s is not the LV of LogicalVolume %s", errPermanent, srcLV, sv.LogicalVolume)
 	}
-	var size uint64
-	if !gi.Spec.Size.IsZero() {
-		size = uint64(gi.Spec.Size.Value())
+	want := gi.BaseSize()
+	if got.GetVolume().GetSizeBytes() > uint64(want.Value()) {
+		// Grown since the controller resolved it: volumes of the image are
+		// made at least want large, and a snapshot cannot be smaller than
+		// its base.
+		return 0, fmt.Errorf("%w: the source volume %s is %d bytes, larger than the image's %s; make a GoldenImage with a size at least that large",
+			errPermanent, sv.LogicalVolume, got.GetVolume().GetSizeBytes(), want.String())
 	}
+	size := uint64(want.Value())
 	resp, err := r.LVMD.CreateSnapshot(ctx, &pb.CreateSnapshotRequest{Name: lvName, DeviceClass: gi.Spec.DeviceClass, SourceName: srcLV,
 		SizeBytes: size, Tags: []string{thinlvmv1.BaseTagPrefix + gi.Name}})
 	if err != nil {
