@@ -85,3 +85,10 @@ const ChannelLabelPrefix = "channel.thinlvm.io/"
 // ChannelLabel is the label key that marks a GoldenImage as a version of
 // the GoldenImageChannel whose UID is uid.
 func ChannelLabel(uid types.UID) string { return ChannelLabelPrefix + string(uid) }
+
+// ImageCredentialsLabel marks the Secrets (in thinlvm's namespace) that a
+// GoldenImage's source may name as its credentials (authSecret,
+// pullSecret): value "true". A node agent sends no other Secret anywhere,
+// so whoever may create GoldenImages cannot send the namespace's other
+// Secrets to a server of their choosing.
+const ImageCredentialsLabel = "thinlvm.io/image-credentials"

@@ -268,6 +268,10 @@ func (w *Writer) getObject(ctx context.Context, name string, obj client.Object) 
 		}
 		return fmt.Errorf("get %s %s/%s: %w", kind, w.Namespace, name, err)
 	}
+	if kind == "Secret" && obj.GetLabels()[thinlvmv1.ImageCredentialsLabel] != "true" {
+		return fmt.Errorf("%w: Secret %s/%s is not labelled %s=true: only Secrets so labelled are sent as an image's credentials",
+			errPermanent, w.Namespace, name, thinlvmv1.ImageCredentialsLabel)
+	}
 	return nil
 }
 

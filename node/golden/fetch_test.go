@@ -34,9 +34,16 @@ func objects(t *testing.T, objs ...client.Object) client.Reader {
 	t.Helper()
 	for _, o := range objs {
 		o.SetNamespace(testNamespace)
+		if _, ok := o.(*corev1.Secret); ok && o.GetName() != unlabelled {
+			o.SetLabels(map[string]string{thinlvmv1.ImageCredentialsLabel: "true"})
+		}
 	}
 	return fake.NewClientBuilder().WithObjects(objs...).Build()
 }
+
+// unlabelled names the test Secret that objects leaves without
+// thinlvmv1.ImageCredentialsLabel.
+const unlabelled = "unlabelled"
 
 // caConfigMap is a CA ConfigMap holding srv's certificate.
 func caConfigMap(name string, srv *httptest.Server) *corev1.ConfigMap {
@@ -347,6 +354,8 @@ func TestDownloadCredentials(t *testing.T) {
 	basic := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "basic"}, Data: map[string][]byte{"username": []byte("alice"), "password": []byte("s3cret")}}
 	bearer := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bearer"}, Data: map[string][]byte{"token": []byte("hunter2")}}
 	both := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "both"}, Data: map[string][]byte{"username": []byte("alice"), "token": []byte("hunter2")}}
+	// A ServiceAccount token Secret, say: never sent.
+	saToken := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: unlabelled}, Data: map[string][]byte{"token": []byte("not for images")}}
 	tests := []struct {
 		name, secret, path string
 		origin, elsewhere  []string // the Authorization headers each server saw
@@ -359,11 +368,12 @@ func TestDownloadCredentials(t *testing.T) {
 		{name: "not to a redirect's other port", secret: "basic", path: "/port", origin: []string{"Basic YWxpY2U6czNjcmV0"}, elsewhere: []string{""}},
 		{name: "missing Secret", secret: "gone", path: "/image", msg: "Secret thinlvm-system/gone not found"},
 		{name: "token and username", secret: "both", path: "/image", msg: "Secret thinlvm-system/both has both token and username/password"},
+		{name: "a Secret not labelled for images", secret: unlabelled, path: "/image", msg: "is not labelled " + thinlvmv1.ImageCredentialsLabel + "=true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			origin.auth, elsewhere.auth = nil, nil
-			w := &Writer{Attempts: 1, CrossHostRedirects: true, dialHook: (&dials{t: t}).hook, Reader: objects(t, basic, bearer, both), Namespace: testNamespace}
+			w := &Writer{Attempts: 1, CrossHostRedirects: true, dialHook: (&dials{t: t}).hook, Reader: objects(t, basic, bearer, both, saToken), Namespace: testNamespace}
 			s := spec(srv.URL+tt.path, sha(raw), thinlvmv1.FormatRaw)
 			s.Source.HTTP.AuthSecret = tt.secret
 			dev := device(t, 8<<20)
