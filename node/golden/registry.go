@@ -86,6 +86,7 @@ func (w *Writer) populateRegistry(ctx context.Context, src *thinlvmv1.RegistrySo
 		defer t.CloseIdleConnections()
 		base = t
 	}
+	base = cleartextGuard{next: base}
 	var scratch *qcow2Scratch
 	if format == thinlvmv1.FormatQCOW2 {
 		// Before the pull: without qemu-img there is no point.
@@ -578,4 +579,26 @@ func globMatch(pattern, host string) bool {
 		}
 	}
 	return true
+}
+
+// cleartextGuard refuses to send credentials over plain http to anything
+// but this node's loopback: go-containerregistry falls back to http for a
+// registry on a private or loopback address whose https fails, and a pull
+// secret would then cross the network in clear. It refuses before its next
+// transport dials.
+type cleartextGuard struct{ next http.RoundTripper }
+
+func (g cleartextGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "http" && req.Header.Get("Authorization") != "" && !loopbackHost(req.URL.Hostname()) {
+		return nil, fmt.Errorf("%w: the registry %s answers over plain http only: its credentials are not sent in clear", errPermanent, req.URL.Host)
+	}
+	return g.next.RoundTrip(req)
+}
+
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }

@@ -702,3 +702,47 @@ func TestCheckRegistryRedirect(t *testing.T) {
 		})
 	}
 }
+
+// roundTrips counts the requests that reach it.
+type roundTrips struct{ n int }
+
+func (r *roundTrips) RoundTrip(*http.Request) (*http.Response, error) {
+	r.n++
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("")), Header: http.Header{}}, nil
+}
+
+// Credentials go over plain http to this node's loopback only: the guard
+// refuses any other host before its transport is called (no packet sent).
+func TestCleartextGuard(t *testing.T) {
+	for _, tt := range []struct {
+		url, auth string
+		sent      bool
+	}{
+		{url: "http://10.0.0.7:5000/v2/", auth: "Basic YTpi"},
+		{url: "http://registry.internal/v2/disk/blobs/sha256:00", auth: "Bearer t"},
+		{url: "http://10.0.0.7:5000/v2/", sent: true}, // anonymous: the digest is the check
+		{url: "https://10.0.0.7:5000/v2/", auth: "Basic YTpi", sent: true},
+		{url: "http://127.0.0.1:5000/v2/", auth: "Basic YTpi", sent: true},
+		{url: "http://localhost:5000/v2/", auth: "Basic YTpi", sent: true},
+		{url: "http://[::1]:5000/v2/", auth: "Basic YTpi", sent: true},
+	} {
+		next := &roundTrips{}
+		req, err := http.NewRequest(http.MethodGet, tt.url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.auth != "" {
+			req.Header.Set("Authorization", tt.auth)
+		}
+		resp, err := cleartextGuard{next: next}.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if sent := next.n == 1; sent != tt.sent || (err == nil) != tt.sent {
+			t.Errorf("%s (auth %q): sent %v, error %v; want sent %v", tt.url, tt.auth, sent, err, tt.sent)
+		}
+		if err != nil && !errors.Is(err, errPermanent) {
+			t.Errorf("%s: error %v is not permanent", tt.url, err)
+		}
+	}
+}
