@@ -362,3 +362,73 @@ func TestPeersFailThenOrigin(t *testing.T) {
 	}
 	eventually(t, "the base removed", func() bool { _, ok := baseOn(peer, gi.Name); return !ok })
 }
+
+// A peer whose base no longer hashes as it publishes (a disk that rotted):
+// each copy fails its checksum and is removed, and after three the node
+// downloads from the origin.
+func TestCorruptPeerBaseThenOrigin(t *testing.T) {
+	ctx := context.Background()
+	var served atomic.Int32
+	img := bytes.Repeat([]byte("rotting\n"), 64<<10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		http.ServeContent(w, r, "img", time.Unix(1e9, 0), bytes.NewReader(img))
+	}))
+	defer srv.Close()
+	labelNode(t)
+	l2 := startPeer(t)
+	serveTransfer(t, node, lvmd)
+	// The first node only, at first.
+	n2 := &corev1.Node{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: peer}, n2); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(n2.DeepCopy())
+	delete(n2.Labels, peerLabel)
+	if err := k8s.Patch(ctx, n2, patch); err != nil {
+		t.Fatal(err)
+	}
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "rotting"}, Spec: thinlvmv1.GoldenImageSpec{
+		Source:  thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: srv.URL + "/img", SHA256: sum(img)}},
+		Size:    resource.MustParse("1Mi"),
+		Prewarm: &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{peerLabel: "yes"}}}}}
+	if err := k8s.Create(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first node's base", func() bool { return ready(node, gi.Name) })
+	// Rot: the sealed base's bytes change under its published checksum.
+	got, err := lvmd.GetLV(ctx, &pb.GetLVRequest{Name: thinlvmv1.BaseLVName(gi)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(got.GetVolume().GetDevicePath(), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("XYZ"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	holders(t, gi.Name, node)
+	patch = client.MergeFrom(n2.DeepCopy())
+	n2.Labels = map[string]string{peerLabel: "yes"}
+	if err := k8s.Patch(ctx, n2, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the peer's base", func() bool { return ready(peer, gi.Name) })
+	b, _ := baseOn(peer, gi.Name)
+	if b.From != thinlvmv1.BaseFromOrigin || served.Load() != 2 {
+		t.Errorf("the peer's base is from %q after %d downloads, want from the origin, the second download", b.From, served.Load())
+	}
+	if data := bytesOf(t, l2, thinlvmv1.BaseLVName(gi)); !bytes.Equal(data[:len(img)], img) {
+		t.Error("the peer's base does not hold the image")
+	}
+	if err := k8s.Delete(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both bases removed", func() bool {
+		_, a := baseOn(node, gi.Name)
+		_, b := baseOn(peer, gi.Name)
+		return !a && !b
+	})
+}
