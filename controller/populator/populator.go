@@ -259,13 +259,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // resolve names the GoldenImage a claim's volume is made from: the one its
 // dataSourceRef names, or the one its channel pointed at when first
-// resolved (GoldenImageAnnotation). "" when the GoldenImage or channel is
+// resolved (GoldenImageAnnotation), unless that one is deleted since. "" when the GoldenImage or channel is
 // missing: the claim gets a Warning Event and waits for it, as Kubernetes
 // leaves a claim whose populator source is missing.
 func (r *Reconciler) resolve(ctx context.Context, claim *corev1.PersistentVolumeClaim, ref *corev1.TypedObjectReference) (string, error) {
 	name := ref.Name
 	if ref.Kind == thinlvmv1.KindGoldenImageChannel {
 		name = claim.Annotations[thinlvmv1.GoldenImageAnnotation]
+		if name != "" {
+			// The version resolved before is deleted (the channel moved on
+			// and its old image went) before this claim got a volume: the
+			// channel's current one, rather than waiting for ever.
+			old := &thinlvmv1.GoldenImage{}
+			err := r.Client.Get(ctx, types.NamespacedName{Name: name}, old)
+			if apierrors.IsNotFound(err) || err == nil && !old.DeletionTimestamp.IsZero() {
+				name = ""
+			}
+		}
 		if name == "" {
 			ch := &thinlvmv1.GoldenImageChannel{}
 			if err := r.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, ch); err != nil {

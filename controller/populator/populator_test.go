@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -320,9 +321,12 @@ func TestChannelResolvedOnce(t *testing.T) {
 	if err := k8s.Update(ctx, ch); err != nil {
 		t.Fatal(err)
 	}
-	pvc := get(t, client.ObjectKeyFromObject(early))
-	pvc.Annotations[populator.SelectedNodeAnnotation] = "node-2"
-	if err := k8s.Update(ctx, pvc); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pvc := get(t, client.ObjectKeyFromObject(early))
+		pvc.Annotations[populator.SelectedNodeAnnotation] = "node-2"
+		return k8s.Update(ctx, pvc)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if got := primeOf(t, early).Annotations[thinlvmv1.PopulateGoldenImageAnnotation]; got != "os-v1" {
@@ -338,6 +342,41 @@ func TestChannelResolvedOnce(t *testing.T) {
 		t.Errorf("an Immediate claim's prime claim names node %q", n)
 	}
 	waitEvent(t, late, populator.ReasonPopulating, "os-v2", "a node the provisioner picks")
+}
+
+// A claim whose channel's version was deleted (the channel moved on and
+// the old image went) before the claim got its volume takes the channel's
+// current version instead of waiting for the deleted one.
+func TestDeletedVersionResolvedAgain(t *testing.T) {
+	ctx := context.Background()
+	image(t, "db-v1")
+	image(t, "db-v2")
+	ch := &thinlvmv1.GoldenImageChannel{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Spec: thinlvmv1.GoldenImageChannelSpec{GoldenImage: "db-v1"}}
+	if err := k8s.Create(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	claim := tenantClaim(t, "tenant-b", "stale", "thin", thinlvmv1.KindGoldenImageChannel, "db")
+	eventually(t, "the claim records db-v1", func() bool {
+		return get(t, client.ObjectKeyFromObject(claim)).Annotations[thinlvmv1.GoldenImageAnnotation] == "db-v1"
+	})
+	ch.Spec.GoldenImage = "db-v2"
+	if err := k8s.Update(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "db-v1"}}); err != nil {
+		t.Fatal(err)
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pvc := get(t, client.ObjectKeyFromObject(claim))
+		pvc.Annotations[populator.SelectedNodeAnnotation] = "node-2"
+		return k8s.Update(ctx, pvc)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := primeOf(t, claim).Annotations[thinlvmv1.PopulateGoldenImageAnnotation]; got != "db-v2" {
+		t.Errorf("the prime claim is made from %s, want db-v2 (db-v1 was deleted)", got)
+	}
 }
 
 // A claim whose GoldenImage or channel does not exist waits with a Warning
