@@ -3,20 +3,14 @@ package golden_test
 import (
 	"bytes"
 	"context"
-	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +27,7 @@ import (
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/transfer"
-	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
+	"github.com/thinlvm/thinlvm/node/transfer/transfertest"
 )
 
 // peer is the second node of the peer tests; both nodes have peerLabel.
@@ -42,39 +36,18 @@ const (
 	peerLabel = "peer-test"
 )
 
-// tokens authenticates the tests' tokens: "token-<node>" is that node's.
-type tokens struct{}
-
-func (tokens) Authenticate(_ context.Context, token string) (string, error) {
-	if n, ok := strings.CutPrefix(token, "token-"); ok {
-		return n, nil
-	}
-	return "", errors.New("unknown token")
-}
-
 // serveTransfer runs n's transfer endpoint over l on loopback and
 // publishes it in n's LVMNode.
 func serveTransfer(t *testing.T, n string, l *lvmdtest.LVMD) {
 	t.Helper()
 	ctx := context.Background()
-	cert, fp, err := transfer.NewCertificate(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(transfer.ServerTLS(cert))))
-	transferpb.RegisterTransferServer(gs, &transfer.Server{Reader: k8s, LVMD: l, NodeName: n, Auth: tokens{}, Log: logr.Discard()})
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
+	ep := transfertest.Serve(t, n, k8s, l)
 	ln := &thinlvmv1.LVMNode{}
 	if err := k8s.Get(ctx, types.NamespacedName{Name: n}, ln); err != nil {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(ln.DeepCopy())
-	ln.Status.Transfer = &thinlvmv1.TransferEndpoint{Address: lis.Addr().String(), CertificateSHA256: fp}
+	ln.Status.Transfer = ep
 	if err := k8s.Status().Patch(ctx, ln, patch); err != nil {
 		t.Fatal(err)
 	}
@@ -94,10 +67,7 @@ func startPeer(t *testing.T) *lvmdtest.LVMD {
 			t.Fatal(err)
 		}
 	}
-	token := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(token, []byte("token-"+peer), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	token := transfertest.TokenFile(t, peer)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)}}) // the first node's reconciler has the name
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,10 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,35 +24,14 @@ import (
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/transfer"
 	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
+	"github.com/thinlvm/thinlvm/node/transfer/transfertest"
 )
-
-// tokens authenticates the test's tokens: "token-<node>" is that node's.
-type tokens struct{}
-
-func (tokens) Authenticate(_ context.Context, token string) (string, error) {
-	if node, ok := strings.CutPrefix(token, "token-"); ok {
-		return node, nil
-	}
-	return "", errors.New("unknown token")
-}
 
 // serveTransfer runs node's transfer endpoint on loopback and publishes it
 // in node's LVMNode.
 func serveTransfer(t *testing.T, node string, l *lvmdtest.LVMD, opts ...grpc.ServerOption) {
 	t.Helper()
-	cert, fp, err := transfer.NewCertificate(node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(append(opts, grpc.Creds(credentials.NewTLS(transfer.ServerTLS(cert))))...)
-	transferpb.RegisterTransferServer(gs, &transfer.Server{Reader: k8sClient, LVMD: l, NodeName: node, Auth: tokens{}, Log: logr.Discard()})
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	publishEndpoint(t, node, &thinlvmv1.TransferEndpoint{Address: lis.Addr().String(), CertificateSHA256: fp})
+	publishEndpoint(t, node, transfertest.Serve(t, node, k8sClient, l, opts...))
 }
 
 func publishEndpoint(t *testing.T, node string, ep *thinlvmv1.TransferEndpoint) {
@@ -69,16 +45,6 @@ func publishEndpoint(t *testing.T, node string, ep *thinlvmv1.TransferEndpoint) 
 	if err := k8sClient.Status().Update(ctx, ln); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// tokenFile writes node's token and returns its path.
-func tokenFile(t *testing.T, node string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(path, []byte("token-"+node+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // makeBase makes a sealed golden base of gi holding data.
@@ -165,8 +131,8 @@ func TestCopyFromAnotherNode(t *testing.T) {
 	writeAt(t, path, 3<<20, make([]byte, 256<<10))
 	want := device(t, la, "pvc-move-src")
 
-	startAgentWith(t, dst, lb, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, dst)}})
-	startAgentWith(t, bare, lc, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, bare), Uncompressed: true}})
+	startAgentWith(t, dst, lb, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, dst)}})
+	startAgentWith(t, bare, lc, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, bare), Uncompressed: true}})
 
 	for _, tc := range []struct {
 		name, node string
@@ -212,7 +178,7 @@ func TestCopyFromAnotherNode(t *testing.T) {
 		if err := k8sClient.Create(ctx, clone); err != nil {
 			t.Fatal(err)
 		}
-		thief := &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, bare)}
+		thief := &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, bare)}
 		_, _, err := thief.Open(ctx, src, clone.Name)
 		if status.Code(err) != codes.PermissionDenied {
 			t.Errorf("open with node %s's token: %v, want PermissionDenied", bare, err)
@@ -257,7 +223,7 @@ func TestCopyFromAnotherNode(t *testing.T) {
 		}
 		impostor := newNodeName()
 		publishEndpoint(t, impostor, &thinlvmv1.TransferEndpoint{Address: lis.Addr().String(), CertificateSHA256: ln.Status.Transfer.CertificateSHA256})
-		c := &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, dst)}
+		c := &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, dst)}
 		if _, _, err := c.Open(ctx, impostor, "pvc-move-delta"); err == nil {
 			t.Error("open against a certificate other than the pinned one succeeded")
 		}
@@ -317,7 +283,7 @@ func TestCopyResumesABrokenRead(t *testing.T) {
 	writeAt(t, resp.GetVolume().GetDevicePath(), 0, bytes.Repeat([]byte("resume me "), 12<<20/10))
 	want := device(t, la, origin.Name)
 
-	startAgentWith(t, dst, lb, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: tokenFile(t, dst)}})
+	startAgentWith(t, dst, lb, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, dst)}})
 	clone := newLV("pvc-resume-copy", dst, "16Mi")
 	clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: origin.Name}
 	if err := k8sClient.Create(ctx, clone); err != nil {
