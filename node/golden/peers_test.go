@@ -402,3 +402,34 @@ func TestCorruptPeerBaseThenOrigin(t *testing.T) {
 		return !a && !b
 	})
 }
+
+// The origin Lease: the first node takes it; another finds it held while
+// its holder renews it, and takes it once it expired (its holder died).
+func TestOriginLease(t *testing.T) {
+	ctx := context.Background()
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "leased"}, Spec: thinlvmv1.GoldenImageSpec{
+		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: "http://127.0.0.1:1/img", SHA256: strings.Repeat("0", 64)}},
+		Size:   resource.MustParse("1Mi")}}
+	if err := k8s.Create(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, gi) })
+	agent := func(n string) *golden.Reconciler {
+		return &golden.Reconciler{Client: k8s, APIReader: k8s, NodeName: n, Namespace: "default", LeaseDuration: time.Second}
+	}
+	for _, tt := range []struct {
+		node, holder string
+		sleep        time.Duration
+	}{
+		{node: "a", holder: "a"},
+		{node: "b", holder: "a"},                         // held
+		{node: "a", holder: "a"},                         // its own: renewed
+		{node: "b", holder: "b", sleep: 2 * time.Second}, // expired: taken
+	} {
+		time.Sleep(tt.sleep)
+		holder, err := golden.TakeLease(agent(tt.node), ctx, gi)
+		if err != nil || holder != tt.holder {
+			t.Fatalf("node %s takes the Lease: holder %q, %v; want %q", tt.node, holder, err, tt.holder)
+		}
+	}
+}
