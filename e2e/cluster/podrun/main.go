@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/thinlvm/thinlvm/deploy/images/imageroot"
+
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -233,6 +235,15 @@ func initContainer(args []string) error {
 	if s.user != "" {
 		if err := setUser(s.user); err != nil {
 			return err
+		}
+		// A change of user clears the parent-death signal the supervisor
+		// set: armed again, or a container of a killed podrun (the harness
+		// crashes a pod so) would run on, orphaned.
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
+			return fmt.Errorf("parent-death signal: %w", err)
+		}
+		if os.Getppid() == 1 {
+			return errors.New("podrun went away while the container started")
 		}
 	}
 	return syscall.Exec(path, s.argv, env)
