@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path"
 	"slices"
 	"sync"
@@ -220,6 +221,21 @@ func (l *LVMD) LV(t testing.TB, name string) (*pb.LogicalVolume, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Data returns the bytes of the LV named name: its backing file, with
+// Options.DevDir. It is not counted in Calls.
+func (l *LVMD) Data(t testing.TB, name string) []byte {
+	t.Helper()
+	lv, ok := l.LV(t, name)
+	if !ok {
+		t.Fatalf("lvmd has no LV %s", name)
+	}
+	b, err := os.ReadFile(lv.GetDevicePath())
+	if err != nil {
+		t.Fatalf("read LV %s: %v", name, err)
+	}
+	return b
 }
 
 // LVs returns lvmd's view of all its LVs, by name. It is not counted in

@@ -91,6 +91,35 @@ func startPeer(t *testing.T) *lvmdtest.LVMD {
 	return l
 }
 
+// origin serves img over HTTP on loopback until the test ends, counting
+// the downloads.
+func origin(t *testing.T, img []byte) (url string, served *atomic.Int32) {
+	t.Helper()
+	served = new(atomic.Int32)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		http.ServeContent(w, r, "img", time.Unix(1e9, 0), bytes.NewReader(img))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/img", served
+}
+
+// deleteImage deletes gi and waits until none of nodes lists its base.
+func deleteImage(t *testing.T, gi *thinlvmv1.GoldenImage, nodes ...string) {
+	t.Helper()
+	if err := k8s.Delete(context.Background(), gi); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bases of "+gi.Name+" removed", func() bool {
+		for _, n := range nodes {
+			if _, ok := baseOn(n, gi.Name); ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // labelNode gives the first node peerLabel.
 func labelNode(t *testing.T) {
 	t.Helper()
@@ -142,39 +171,20 @@ func holders(t *testing.T, image string, nodes ...string) {
 	}
 }
 
-// bytesOf reads an LV's device.
-func bytesOf(t *testing.T, l *lvmdtest.LVMD, name string) []byte {
-	t.Helper()
-	got, err := l.GetLV(context.Background(), &pb.GetLVRequest{Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(got.GetVolume().GetDevicePath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // Two nodes prewarm one image at once: one holds the image's Lease and
 // downloads it, the other waits and copies the base from it. The origin
 // serves it once; both bases hold the image and publish one checksum.
 func TestBaseFromPeer(t *testing.T) {
 	ctx := context.Background()
-	var served atomic.Int32
 	img := bytes.Repeat([]byte("peer base\n"), 100<<10) // ~1 MiB
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-		http.ServeContent(w, r, "img", time.Unix(1e9, 0), bytes.NewReader(img))
-	}))
-	defer srv.Close()
+	url, served := origin(t, img)
 	labelNode(t)
 	l2 := startPeer(t)
 	serveTransfer(t, node, lvmd)
 	serveTransfer(t, peer, l2)
 
 	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "peered"}, Spec: thinlvmv1.GoldenImageSpec{
-		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: srv.URL + "/img", SHA256: sum(img)}},
+		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: url, SHA256: sum(img)}},
 		Size:   resource.MustParse("2Mi"),
 		Prewarm: &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: peerLabel, Operator: metav1.LabelSelectorOpExists}}}}}}
@@ -206,7 +216,7 @@ func TestBaseFromPeer(t *testing.T) {
 	}
 	base := thinlvmv1.BaseLVName(gi)
 	for n, l := range map[string]*lvmdtest.LVMD{node: lvmd, peer: l2} {
-		got := bytesOf(t, l, base)
+		got := l.Data(t, base)
 		if len(got) < 2<<20 || !bytes.Equal(got[:len(img)], img) || !bytes.Equal(got[len(img):], make([]byte, len(got)-len(img))) {
 			t.Errorf("%s: the base does not hold the image (%d bytes)", n, len(got))
 		}
@@ -223,14 +233,7 @@ func TestBaseFromPeer(t *testing.T) {
 			}
 		}
 	}
-	if err := k8s.Delete(ctx, gi); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "both bases removed", func() bool {
-		_, a := baseOn(node, gi.Name)
-		_, b := baseOn(peer, gi.Name)
-		return !a && !b
-	})
+	deleteImage(t, gi, node, peer)
 }
 
 // An image taken from a volume: its node makes the base a thin snapshot of
@@ -277,18 +280,11 @@ func TestBaseFromVolume(t *testing.T) {
 	}
 	base := thinlvmv1.BaseLVName(gi)
 	for n, l := range map[string]*lvmdtest.LVMD{node: lvmd, peer: l2} {
-		if got := bytesOf(t, l, base); len(got) != 4<<20 || !bytes.Equal(got[:len(data)], data) {
+		if got := l.Data(t, base); len(got) != 4<<20 || !bytes.Equal(got[:len(data)], data) {
 			t.Errorf("%s: the base does not hold the volume's data as it was", n)
 		}
 	}
-	if err := k8s.Delete(ctx, gi); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "both bases removed", func() bool {
-		_, a := baseOn(node, gi.Name)
-		_, b := baseOn(peer, gi.Name)
-		return !a && !b
-	})
+	deleteImage(t, gi, node, peer)
 	if _, err := lvmd.RemoveLV(ctx, &pb.RemoveLVRequest{Name: thinlvmv1.LVNameOf(src)}); err != nil {
 		t.Fatal(err)
 	}
@@ -298,16 +294,11 @@ func TestBaseFromVolume(t *testing.T) {
 // downloads from the origin after three failed copies.
 func TestPeersFailThenOrigin(t *testing.T) {
 	ctx := context.Background()
-	var served atomic.Int32
 	img := bytes.Repeat([]byte("fallback\n"), 50<<10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-		http.ServeContent(w, r, "img", time.Unix(1e9, 0), bytes.NewReader(img))
-	}))
-	defer srv.Close()
+	url, served := origin(t, img)
 	startPeer(t)
 	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "fallback"}, Spec: thinlvmv1.GoldenImageSpec{
-		Source:  thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: srv.URL + "/img", SHA256: sum(img)}},
+		Source:  thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: url, SHA256: sum(img)}},
 		Size:    resource.MustParse("1Mi"),
 		Prewarm: &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"fallback": "yes"}}}}}
 	if err := k8s.Create(ctx, gi); err != nil {
@@ -327,10 +318,7 @@ func TestPeersFailThenOrigin(t *testing.T) {
 	if b, _ := baseOn(peer, gi.Name); b.From != thinlvmv1.BaseFromOrigin || served.Load() != 1 {
 		t.Errorf("base from %q after %d downloads, want from the origin once", b.From, served.Load())
 	}
-	if err := k8s.Delete(ctx, gi); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the base removed", func() bool { _, ok := baseOn(peer, gi.Name); return !ok })
+	deleteImage(t, gi, peer)
 }
 
 // A peer whose base no longer hashes as it publishes (a disk that rotted):
@@ -338,13 +326,8 @@ func TestPeersFailThenOrigin(t *testing.T) {
 // downloads from the origin.
 func TestCorruptPeerBaseThenOrigin(t *testing.T) {
 	ctx := context.Background()
-	var served atomic.Int32
 	img := bytes.Repeat([]byte("rotting\n"), 64<<10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-		http.ServeContent(w, r, "img", time.Unix(1e9, 0), bytes.NewReader(img))
-	}))
-	defer srv.Close()
+	url, served := origin(t, img)
 	labelNode(t)
 	l2 := startPeer(t)
 	serveTransfer(t, node, lvmd)
@@ -359,7 +342,7 @@ func TestCorruptPeerBaseThenOrigin(t *testing.T) {
 		t.Fatal(err)
 	}
 	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "rotting"}, Spec: thinlvmv1.GoldenImageSpec{
-		Source:  thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: srv.URL + "/img", SHA256: sum(img)}},
+		Source:  thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: url, SHA256: sum(img)}},
 		Size:    resource.MustParse("1Mi"),
 		Prewarm: &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{peerLabel: "yes"}}}}}
 	if err := k8s.Create(ctx, gi); err != nil {
@@ -390,17 +373,10 @@ func TestCorruptPeerBaseThenOrigin(t *testing.T) {
 	if b.From != thinlvmv1.BaseFromOrigin || served.Load() != 2 {
 		t.Errorf("the peer's base is from %q after %d downloads, want from the origin, the second download", b.From, served.Load())
 	}
-	if data := bytesOf(t, l2, thinlvmv1.BaseLVName(gi)); !bytes.Equal(data[:len(img)], img) {
+	if data := l2.Data(t, thinlvmv1.BaseLVName(gi)); !bytes.Equal(data[:len(img)], img) {
 		t.Error("the peer's base does not hold the image")
 	}
-	if err := k8s.Delete(ctx, gi); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "both bases removed", func() bool {
-		_, a := baseOn(node, gi.Name)
-		_, b := baseOn(peer, gi.Name)
-		return !a && !b
-	})
+	deleteImage(t, gi, node, peer)
 }
 
 // The origin Lease: the first node takes it; another finds it held while

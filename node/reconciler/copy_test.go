@@ -74,19 +74,6 @@ func writeAt(t *testing.T, path string, off int64, data []byte) {
 	}
 }
 
-func device(t *testing.T, l *lvmdtest.LVMD, name string) []byte {
-	t.Helper()
-	got, err := l.GetLV(context.Background(), &pb.GetLVRequest{Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(got.GetVolume().GetDevicePath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // A clone made on another node than its source's is copied from there:
 // only what differs from the golden base when the target holds the same
 // base, else what the source maps. It is byte-identical, the source's
@@ -129,7 +116,7 @@ func TestCopyFromAnotherNode(t *testing.T) {
 	writeAt(t, path, 1<<20, bytes.Repeat([]byte{0x5a}, 1<<20))
 	writeAt(t, path, 8<<20, bytes.Repeat([]byte{0xa5}, 2<<20))
 	writeAt(t, path, 3<<20, make([]byte, 256<<10))
-	want := device(t, la, "pvc-move-src")
+	want := la.Data(t, "pvc-move-src")
 
 	startAgentWith(t, dst, lb, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, dst)}})
 	startAgentWith(t, bare, lc, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, bare), Uncompressed: true}})
@@ -154,7 +141,7 @@ func TestCopyFromAnotherNode(t *testing.T) {
 			if st == nil || st.Mode != tc.mode || st.SourceNode != src || st.BytesDone != tc.copied || st.BytesTotal != tc.copied || st.CompletionTime == nil || st.Attempts != 1 {
 				t.Errorf("transfer status %+v, want mode %s, %d bytes copied from %s", st, tc.mode, tc.copied, src)
 			}
-			if !bytes.Equal(device(t, tc.l, tc.name), want) {
+			if !bytes.Equal(tc.l.Data(t, tc.name), want) {
 				t.Error("the copy differs from the source")
 			}
 			lv, err := tc.l.GetLV(ctx, &pb.GetLVRequest{Name: tc.name})
@@ -281,7 +268,7 @@ func TestCopyResumesABrokenRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeAt(t, resp.GetVolume().GetDevicePath(), 0, bytes.Repeat([]byte("resume me "), 12<<20/10))
-	want := device(t, la, origin.Name)
+	want := la.Data(t, origin.Name)
 
 	startAgentWith(t, dst, lb, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, dst)}})
 	clone := newLV("pvc-resume-copy", dst, "16Mi")
@@ -299,7 +286,7 @@ func TestCopyResumesABrokenRead(t *testing.T) {
 	if st := got.Status.Transfer; st.Attempts != 1 || st.BytesDone != 12<<20 {
 		t.Errorf("transfer %+v, want one attempt that copied 12 MiB", st)
 	}
-	if !bytes.Equal(device(t, lb, clone.Name), want) {
+	if !bytes.Equal(lb.Data(t, clone.Name), want) {
 		t.Error("the resumed copy differs from the source")
 	}
 }
