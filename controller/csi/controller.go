@@ -381,8 +381,7 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 			// provisioner asks again.
 			return nil, status.Errorf(codes.Unavailable, "GoldenImage %s: its source volume is not resolved yet", imageName)
 		}
-		if want < size.Value() {
-			base := size.Value()
+		if base := size.Value(); want < base {
 			if lim := req.GetCapacityRange().GetLimitBytes(); lim > 0 && lim < base {
 				return nil, status.Errorf(codes.OutOfRange, "GoldenImage %s is %d bytes, over limit_bytes %d", imageName, base, lim)
 			}

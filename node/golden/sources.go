@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,17 +99,12 @@ func (r *Reconciler) fill(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *p
 			return n, nil
 		case errors.As(err, &wait):
 			pop.set("", wait.msg)
-		case errors.Is(err, errPeer) && failures+1 < maxPeerFailures:
+		case errors.Is(err, errPeer) && (failures+1 < maxPeerFailures || !cur.Spec.Source.FromVolume()):
 			failures++
 			lastErr = err
 			logger.Info("copy from a peer failed", "failures", failures, "error", err.Error())
 			pop.set("", "")
-			continue // the next peer at once
-		case errors.Is(err, errPeer) && !cur.Spec.Source.FromVolume():
-			failures++
-			lastErr = err
-			logger.Info("copies from peers failed; the origin next", "error", err.Error())
-			continue
+			continue // at once: the next peer, or after maxPeerFailures the origin
 		default:
 			return 0, errors.Join(err, lastErr)
 		}
@@ -191,7 +187,7 @@ func (r *Reconciler) fromVolume(ctx context.Context, gi *thinlvmv1.GoldenImage, 
 	if err != nil {
 		return 0, fmt.Errorf("get the source volume's LV %s: %w", srcLV, err)
 	}
-	if !hasTag(got.GetVolume(), thinlvmv1.OwnerTagPrefix+sv.LogicalVolume) {
+	if !slices.Contains(got.GetVolume().GetTags(), thinlvmv1.OwnerTagPrefix+sv.LogicalVolume) {
 		return 0, fmt.Errorf("%w: LV %s is not the LV of LogicalVolume %s", errPermanent, srcLV, sv.LogicalVolume)
 	}
 	want := gi.BaseSize()
@@ -346,15 +342,6 @@ func hashDevice(ctx context.Context, path string, size int64) (string, error) {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func hasTag(v *pb.LogicalVolume, tag string) bool {
-	for _, t := range v.GetTags() {
-		if t == tag {
-			return true
-		}
-	}
-	return false
 }
 
 func (r *Reconciler) waitInterval() time.Duration {
