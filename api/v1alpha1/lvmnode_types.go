@@ -42,6 +42,28 @@ type DeviceClassStatus struct {
 	// normally; empty when it is.
 	// +optional
 	PoolHealth ThinPoolHealth `json:"poolHealth,omitempty"`
+	// VGMetadata is the volume group's metadata area; unset when lvmd does
+	// not report it.
+	// +optional
+	VGMetadata *VGMetadataStatus `json:"vgMetadata,omitempty"`
+}
+
+// VGMetadataStatus is the room in a volume group's metadata area. lvm2
+// rewrites the VG's whole text metadata into each PV's metadata area on
+// every change, and each LV adds about 400 bytes to it, so the area bounds
+// how many LVs the VG holds: about 1,300 with pvcreate's default area.
+type VGMetadataStatus struct {
+	// Size is the metadata area of the VG's PVs (the smallest), set by
+	// pvcreate --metadatasize. A copy of the metadata takes at most half of
+	// it, as lvm writes the new copy beside the old.
+	Size resource.Quantity `json:"size"`
+	// Free is how much the VG's metadata can still grow.
+	Free resource.Quantity `json:"free"`
+	// LVsLeft is how many more volumes lvmd creates in the VG before it
+	// refuses new ones for want of metadata room, at a typical volume's
+	// size: 0 means new volumes and snapshots are refused now.
+	// +kubebuilder:validation:Minimum=0
+	LVsLeft int32 `json:"lvsLeft"`
 }
 
 // ThinPoolHealth is a thin pool's state as lvm reports it.
@@ -73,6 +95,11 @@ const (
 	ReasonThinPoolUnhealthy = "ThinPoolUnhealthy"
 	// ReasonThinPoolRecovered (Normal): it takes writes again.
 	ReasonThinPoolRecovered = "ThinPoolRecovered"
+	// ReasonVGMetadataFull (Warning): a volume group's metadata area has no
+	// room for another volume; new volumes are refused.
+	ReasonVGMetadataFull = "VGMetadataFull"
+	// ReasonVGMetadataRoom (Normal): it has room again.
+	ReasonVGMetadataRoom = "VGMetadataRoom"
 )
 
 // GoldenBaseState is the state of a golden base on a node.
@@ -171,6 +198,7 @@ type LVMNodeStatus struct {
 // +kubebuilder:printcolumn:name="Data%",type=string,JSONPath=`.status.deviceClasses[0].dataPercent`
 // +kubebuilder:printcolumn:name="Meta%",type=string,JSONPath=`.status.deviceClasses[0].metadataPercent`
 // +kubebuilder:printcolumn:name="LVs",type=integer,JSONPath=`.status.deviceClasses[0].lvCount`
+// +kubebuilder:printcolumn:name="LVsLeft",type=integer,JSONPath=`.status.deviceClasses[0].vgMetadata.lvsLeft`,priority=1
 // +kubebuilder:printcolumn:name="Updated",type=date,JSONPath=`.status.updateTime`
 type LVMNode struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -24,7 +24,7 @@ func (r *recorder) Run(_ context.Context, args ...string) ([]byte, error) {
 }
 
 var fullReportArgv = []string{"fullreport", "--reportformat", "json", "--units", "b", "--nosuffix",
-	"--configreport", "vg", "-o", "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size",
+	"--configreport", "vg", "-o", "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_mda_size,vg_mda_free",
 	"--configreport", "lv", "-o", "lv_uuid,lv_name,lv_path,lv_size,lv_attr,lv_tags,origin,pool_lv,vg_name,data_percent,metadata_percent,lv_when_full",
 	"--configreport", "pv", "-o,",
 	"--configreport", "pvseg", "-o,",

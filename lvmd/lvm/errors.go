@@ -2,6 +2,7 @@ package lvm
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -18,6 +19,10 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrInsufficientSpace: the VG or thin pool has no room.
 	ErrInsufficientSpace = errors.New("insufficient space")
+	// ErrVGMetadataFull: the VG's metadata area has no room for the
+	// change: lvm's "exceeds maximum metadata size", or lvmd's refusal
+	// before it. It is an ErrInsufficientSpace.
+	ErrVGMetadataFull = fmt.Errorf("volume group metadata area full: %w", ErrInsufficientSpace)
 	// ErrSizeUnchanged: an extend to the LV's current size.
 	ErrSizeUnchanged = errors.New("size unchanged")
 	// ErrShrink: an extend to a size below the current one.
@@ -56,6 +61,9 @@ var stderrClasses = []struct {
 	fragment string
 	sentinel error
 }{
+	// VG vg 1723 metadata on /dev/sdc1 (521759 bytes) exceeds maximum
+	// metadata size (521472 bytes), then Failed to write VG vg.
+	{"exceeds maximum metadata size", ErrVGMetadataFull},
 	{"insufficient free space", ErrInsufficientSpace},
 	{"insufficient suitable allocatable extents", ErrInsufficientSpace},
 	{"free space in thin pool", ErrInsufficientSpace}, // "... reached threshold"

@@ -16,6 +16,18 @@ type VG struct {
 	Size       uint64
 	Free       uint64
 	ExtentSize uint64
+	// MetadataAreaSize is vg_mda_size: the smallest metadata area of the
+	// VG's PVs (lvm2 keeps a copy of the VG's text metadata in each), set
+	// by pvcreate --metadatasize; 1020 KiB by default.
+	MetadataAreaSize uint64
+	// MetadataAreaFree is vg_mda_free: how much the VG's metadata can still
+	// grow, in 512-byte sectors. lvm2 writes each new copy of the metadata
+	// into the area's circular buffer beside the old one, so a copy may use
+	// at most half the area less a sector (521472 bytes of the default
+	// area); vg_mda_free is what is left of that half. An lvm command that
+	// would grow the metadata past it fails ("exceeds maximum metadata
+	// size") and changes nothing.
+	MetadataAreaFree uint64
 }
 
 // LV is one logical volume from a report. Hidden LVs (lvm's "[name]") are
@@ -138,7 +150,7 @@ func (r *Report) Clone() *Report {
 
 // The fields a report asks for; the wire structs below name the same ones.
 var (
-	vgFields = "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size"
+	vgFields = "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_mda_size,vg_mda_free"
 	lvFields = "lv_uuid,lv_name,lv_path,lv_size,lv_attr,lv_tags,origin,pool_lv,vg_name,data_percent,metadata_percent,lv_when_full"
 	// segFields are segment fields, which lvm refuses in the lv
 	// sub-report ("contains columns which lead to change of report
@@ -252,6 +264,19 @@ func parseVG(m map[string]string) (VG, error) {
 	}
 	if vg.ExtentSize, err = parseBytes(m, "vg_extent_size"); err != nil {
 		return vg, err
+	}
+	// The metadata area fields are read when present: lvmd asks for them,
+	// but a report of other fields (vgs's defaults) has none, and 0 then
+	// means "not known".
+	if _, ok := m["vg_mda_size"]; ok {
+		if vg.MetadataAreaSize, err = parseBytes(m, "vg_mda_size"); err != nil {
+			return vg, err
+		}
+	}
+	if _, ok := m["vg_mda_free"]; ok {
+		if vg.MetadataAreaFree, err = parseBytes(m, "vg_mda_free"); err != nil {
+			return vg, err
+		}
 	}
 	return vg, nil
 }

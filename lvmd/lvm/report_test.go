@@ -72,6 +72,15 @@ func TestParseFullReport(t *testing.T) {
 			want: &lvm.Report{VGs: []lvm.VG{vg0}},
 		},
 		{
+			// lvm2 2.03.16's values for a VG on one PV of a 124 KiB metadata
+			// area holding a thin pool.
+			name: "vg metadata area",
+			data: []byte(`{"report":[{"vg":[{"vg_name":"vgs","vg_uuid":"u","vg_size":"1069547520","vg_free":"532676608",
+				"vg_extent_size":"4194304","vg_mda_size":"126976","vg_mda_free":"60416"}]}]}`),
+			want: &lvm.Report{VGs: []lvm.VG{{Name: "vgs", UUID: "u", Size: 1069547520, Free: 532676608, ExtentSize: 4194304,
+				MetadataAreaSize: 126976, MetadataAreaFree: 60416}}},
+		},
+		{
 			name: "tags split on commas",
 			data: []byte(`{"report":[{"lv":[{"lv_name":"a","vg_name":"vg0","lv_size":"4194304","lv_attr":"Vri-a-tz--",
 				"lv_tags":"thinlvm,lv:ns/pvc-1,x=y","data_percent":"0.00","metadata_percent":""}]}]}`),
@@ -216,6 +225,7 @@ func TestParseFullReportErrors(t *testing.T) {
 		{name: "field missing", data: readTestdata(t, "fullreport-lvmd-style.json"), field: "vg_extent_size"},
 		// Without --units b --nosuffix lvm prints "<8.00g".
 		{name: "human units", data: readTestdata(t, "fullreport-default.json"), field: "vg_size"},
+		{name: "bad vg_mda_free", data: []byte(`{"report":[{"vg":[{"vg_name":"vg0","vg_size":"1","vg_free":"0","vg_extent_size":"1","vg_mda_size":"126976","vg_mda_free":"-512"}]}]}`), field: "vg_mda_free"},
 		{name: "bad lv size", data: []byte(`{"report":[{"lv":[{"lv_name":"a","lv_size":"-1"}]}]}`), field: "lv_size"},
 		{name: "bad percent", data: []byte(`{"report":[{"lv":[{"lv_name":"a","lv_size":"1","data_percent":"x"}]}]}`), field: "data_percent"},
 		{name: "bad metadata percent", data: []byte(`{"report":[{"lv":[{"lv_name":"a","lv_size":"1","metadata_percent":"1,5"}]}]}`), field: "metadata_percent"},

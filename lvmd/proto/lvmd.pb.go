@@ -1149,9 +1149,25 @@ type DeviceClassCapacity struct {
 	// when_full is the pool's lv_when_full: "error" when writes that need
 	// space in a full pool fail at once, "queue" when they wait for it to grow
 	// (up to dm-thin's no_space_timeout).
-	WhenFull      string `protobuf:"bytes,17,opt,name=when_full,json=whenFull,proto3" json:"when_full,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	WhenFull string `protobuf:"bytes,17,opt,name=when_full,json=whenFull,proto3" json:"when_full,omitempty"`
+	// vg_metadata_size_bytes is the volume group's metadata area (lvm's
+	// vg_mda_size, the smallest of its PVs'; pvcreate --metadatasize sets
+	// it). lvm2 rewrites the VG's whole text metadata into it on every
+	// change, and each LV adds to that text, so it bounds how many LVs the
+	// VG holds. 0 when lvm did not report it.
+	VgMetadataSizeBytes uint64 `protobuf:"varint,18,opt,name=vg_metadata_size_bytes,json=vgMetadataSizeBytes,proto3" json:"vg_metadata_size_bytes,omitempty"`
+	// vg_metadata_free_bytes is how much the VG's metadata can still grow
+	// (lvm's vg_mda_free: at most half the area holds one copy, as lvm
+	// writes the new copy beside the old).
+	VgMetadataFreeBytes uint64 `protobuf:"varint,19,opt,name=vg_metadata_free_bytes,json=vgMetadataFreeBytes,proto3" json:"vg_metadata_free_bytes,omitempty"`
+	// vg_metadata_lvs_left is how many more LVs lvmd creates in the VG
+	// before it refuses them (ResourceExhausted) for want of metadata room:
+	// the free bytes less a reserve lvmd keeps for removals and tag changes,
+	// at a typical LV's metadata size. 0 means lvmd refuses new LVs now (and
+	// available_bytes is 0 then).
+	VgMetadataLvsLeft uint32 `protobuf:"varint,20,opt,name=vg_metadata_lvs_left,json=vgMetadataLvsLeft,proto3" json:"vg_metadata_lvs_left,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DeviceClassCapacity) Reset() {
@@ -1301,6 +1317,27 @@ func (x *DeviceClassCapacity) GetWhenFull() string {
 		return x.WhenFull
 	}
 	return ""
+}
+
+func (x *DeviceClassCapacity) GetVgMetadataSizeBytes() uint64 {
+	if x != nil {
+		return x.VgMetadataSizeBytes
+	}
+	return 0
+}
+
+func (x *DeviceClassCapacity) GetVgMetadataFreeBytes() uint64 {
+	if x != nil {
+		return x.VgMetadataFreeBytes
+	}
+	return 0
+}
+
+func (x *DeviceClassCapacity) GetVgMetadataLvsLeft() uint32 {
+	if x != nil {
+		return x.VgMetadataLvsLeft
+	}
+	return 0
 }
 
 type GetCapacityRequest struct {
@@ -1521,7 +1558,7 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\x10block_size_bytes\x18\x01 \x01(\x04R\x0eblockSizeBytes\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x122\n" +
-	"\x06ranges\x18\x03 \x03(\v2\x1a.thinlvm.lvmd.v1.ThinRangeR\x06ranges\"\x89\x05\n" +
+	"\x06ranges\x18\x03 \x03(\v2\x1a.thinlvm.lvmd.v1.ThinRangeR\x06ranges\"\xa4\x06\n" +
 	"\x13DeviceClassCapacity\x12!\n" +
 	"\fdevice_class\x18\x01 \x01(\tR\vdeviceClass\x12!\n" +
 	"\fvolume_group\x18\x02 \x01(\tR\vvolumeGroup\x12\x1b\n" +
@@ -1541,7 +1578,10 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\x13over_high_watermark\x18\x0f \x01(\bR\x11overHighWatermark\x12\x1f\n" +
 	"\vpool_health\x18\x10 \x01(\tR\n" +
 	"poolHealth\x12\x1b\n" +
-	"\twhen_full\x18\x11 \x01(\tR\bwhenFull\"7\n" +
+	"\twhen_full\x18\x11 \x01(\tR\bwhenFull\x123\n" +
+	"\x16vg_metadata_size_bytes\x18\x12 \x01(\x04R\x13vgMetadataSizeBytes\x123\n" +
+	"\x16vg_metadata_free_bytes\x18\x13 \x01(\x04R\x13vgMetadataFreeBytes\x12/\n" +
+	"\x14vg_metadata_lvs_left\x18\x14 \x01(\rR\x11vgMetadataLvsLeft\"7\n" +
 	"\x12GetCapacityRequest\x12!\n" +
 	"\fdevice_class\x18\x01 \x01(\tR\vdeviceClass\"\x82\x01\n" +
 	"\x13GetCapacityResponse\x12K\n" +

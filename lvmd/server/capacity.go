@@ -23,19 +23,22 @@ func capacity(dc *config.DeviceClass, r *lvm.Report) (*pb.DeviceClassCapacity, e
 		return nil, fmt.Errorf("device class %s: thin pool %s/%s: %w", dc.Name, dc.VolumeGroup, dc.ThinPool, lvm.ErrNotFound)
 	}
 	c := &pb.DeviceClassCapacity{
-		DeviceClass:        dc.Name,
-		VolumeGroup:        dc.VolumeGroup,
-		ThinPool:           dc.ThinPool,
-		Default:            dc.Default,
-		VgSizeBytes:        vg.Size,
-		VgFreeBytes:        vg.Free,
-		ThinPoolSizeBytes:  pool.Size,
-		DataPercent:        pool.DataPercent,
-		MetadataPercent:    pool.MetadataPercent,
-		DataUsedBytes:      uint64(float64(pool.Size) * pool.DataPercent / 100),
-		OverprovisionRatio: dc.OverprovisionRatio,
-		PoolHealth:         string(pool.Health()),
-		WhenFull:           pool.WhenFull,
+		DeviceClass:         dc.Name,
+		VolumeGroup:         dc.VolumeGroup,
+		ThinPool:            dc.ThinPool,
+		Default:             dc.Default,
+		VgSizeBytes:         vg.Size,
+		VgFreeBytes:         vg.Free,
+		ThinPoolSizeBytes:   pool.Size,
+		DataPercent:         pool.DataPercent,
+		MetadataPercent:     pool.MetadataPercent,
+		DataUsedBytes:       uint64(float64(pool.Size) * pool.DataPercent / 100),
+		OverprovisionRatio:  dc.OverprovisionRatio,
+		PoolHealth:          string(pool.Health()),
+		WhenFull:            pool.WhenFull,
+		VgMetadataSizeBytes: vg.MetadataAreaSize,
+		VgMetadataFreeBytes: vg.MetadataAreaFree,
+		VgMetadataLvsLeft:   metadataLVsLeft(vg),
 	}
 	for i := range r.LVs {
 		lv := &r.LVs[i]
@@ -55,6 +58,9 @@ func capacity(dc *config.DeviceClass, r *lvm.Report) (*pb.DeviceClassCapacity, e
 	if overHighWatermark(dc, c) {
 		c.OverHighWatermark = true
 		return c, nil
+	}
+	if vg.MetadataAreaSize > 0 && c.VgMetadataLvsLeft == 0 {
+		return c, nil // no new volume: the VG's metadata area is full
 	}
 	// The pool can grow into the VG's free space when autoextend is on.
 	pool0 := float64(pool.Size)
@@ -89,4 +95,91 @@ func roundUp(size, unit uint64) uint64 {
 		return math.MaxUint64
 	}
 	return (size + unit - 1) / unit * unit
+}
+
+// The VG metadata area. lvm2 keeps the whole VG's text metadata in each
+// PV's metadata area and rewrites it on every change; each LV adds its
+// section to that text. Measured on lvm2 2.03.16 (docs/benchmarks.md, "A
+// node full of LVs"): a thin LV named pvc-<uuid> with the tags thinlvm and
+// lv:pvc-<uuid> adds about 395 bytes, a thin snapshot of it about 410.
+const (
+	// metadataLVBytes is the section of a thin LV or snapshot less its
+	// name and tags, rounded up from the measurement (about 300 bytes).
+	metadataLVBytes = 384
+	// metadataTypicalLVBytes is a typical LV's whole section, the unit of
+	// vg_metadata_lvs_left: a thin snapshot with a pvc-<uuid> name and
+	// tags, rounded up.
+	metadataTypicalLVBytes = 512
+	// metadataReserveBytes is the room lvmd keeps free in the VG's
+	// metadata when it creates an LV: about 20 LVs' worth, for what grows
+	// the metadata without lvmd's check (tag changes, a pool's autoextend,
+	// LVs made outside lvmd since the last report) and for its estimates'
+	// error (lvm reports the free space in whole sectors). Removing an LV
+	// shrinks the metadata and always has room.
+	metadataReserveBytes = 8 << 10
+)
+
+// metadataBytes estimates what one new LV of this name and tags adds to
+// its VG's metadata: lvm writes the name once and each tag quoted, with a
+// separator.
+func metadataBytes(name string, tags []string) uint64 {
+	n := uint64(metadataLVBytes + len(name))
+	for _, t := range tags {
+		n += uint64(len(t)) + 4
+	}
+	return n
+}
+
+// metadataLVsLeft is how many more typical LVs lvmd creates in vg before
+// its metadata area is too full; 0 when it is not known (no vg_mda_size).
+func metadataLVsLeft(vg *lvm.VG) uint32 {
+	if vg.MetadataAreaSize == 0 || vg.MetadataAreaFree < metadataReserveBytes {
+		return 0
+	}
+	return uint32(min((vg.MetadataAreaFree-metadataReserveBytes)/metadataTypicalLVBytes, math.MaxUint32))
+}
+
+// metadataMaxCopy is the largest copy of the VG's metadata an area of
+// size bytes takes: lvm2's max_size, half the area less its header sector,
+// less a sector for alignment.
+func metadataMaxCopy(size uint64) uint64 {
+	if size < 3*512 {
+		return 0
+	}
+	return (size-512)/2 - 512
+}
+
+// checkMetadataRoom refuses a new LV whose metadata would not fit in its
+// VG's metadata area with lvmd's reserve left. A transient snapshot (the
+// point in time a copy to another node reads, removed soon after) may use
+// half of the reserve, so that a full node still serves its volumes' data.
+func checkMetadataRoom(dc *config.DeviceClass, r *lvm.Report, name string, tags []string, transient bool) error {
+	vg := r.VG(dc.VolumeGroup)
+	if vg == nil {
+		return fmt.Errorf("volume group %s: %w", dc.VolumeGroup, lvm.ErrNotFound)
+	}
+	if vg.MetadataAreaSize == 0 {
+		return nil // not reported: lvm's own refusal is classified as the same error
+	}
+	need, reserve := metadataBytes(name, tags), uint64(metadataReserveBytes)
+	if transient {
+		reserve /= 2
+	}
+	if vg.MetadataAreaFree >= need+reserve {
+		return nil
+	}
+	limit := metadataMaxCopy(vg.MetadataAreaSize)
+	used := limit - min(vg.MetadataAreaFree, limit)
+	return fmt.Errorf("%w: volume group %q metadata area is full: %d of %d bytes used (its PVs' metadata areas are %d bytes, and lvm keeps two copies in each); "+
+		"a new LV takes about %d bytes and lvmd keeps %d free for removals and tag changes; remove volumes, or move the VG to PVs with a larger metadata area (pvcreate --metadatasize)",
+		lvm.ErrVGMetadataFull, dc.VolumeGroup, used, limit, vg.MetadataAreaSize, need, reserve)
+}
+
+// useMetadata lowers vg's free metadata space in an amended view by what a
+// change lvm confirmed added, so that creates that follow before the next
+// report decide on no more room than there is.
+func useMetadata(r *lvm.Report, vgName string, bytes uint64) {
+	if vg := r.VG(vgName); vg != nil {
+		vg.MetadataAreaFree -= min(vg.MetadataAreaFree, bytes)
+	}
 }

@@ -174,17 +174,23 @@ func (s *lvService) CreateLV(ctx context.Context, req *pb.CreateLVRequest) (*pb.
 			}
 			return d.toProto(r.dc, existing), true, nil
 		}
+		tags := withTags(req.GetTags())
+		if err := checkMetadataRoom(r.dc, d.store.current().report, r.name, tags, false); err != nil {
+			return nil, true, err
+		}
 		if err := d.checkRoom(mctx, r.dc, size); err != nil {
 			return nil, true, err
 		}
-		tags := withTags(req.GetTags())
 		err = d.lvm.CreateThin(mctx, lvm.ThinSpec{VG: r.dc.VolumeGroup, Pool: r.dc.ThinPool, Name: r.name, Size: size, Tags: tags, ExtraArgs: r.dc.LVCreateOptions})
 		if err != nil {
 			return nil, false, err
 		}
 		lv := lvm.LV{Name: r.name, VG: r.dc.VolumeGroup, Size: size, Attr: "Vwi-a-tz--", Pool: r.dc.ThinPool, Tags: tags,
 			Path: d.devicePath(r.dc.VolumeGroup, r.name)}
-		d.store.amend(func(rep *lvm.Report) { rep.LVs = append(rep.LVs, lv) })
+		d.store.amend(func(rep *lvm.Report) {
+			rep.LVs = append(rep.LVs, lv)
+			useMetadata(rep, r.dc.VolumeGroup, metadataBytes(r.name, tags))
+		})
 		return d.toProto(r.dc, &lv), true, nil
 	})
 	if err != nil {
@@ -248,10 +254,13 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 		if req.GetTransient() {
 			need = 0 // not counted against the overprovision ratio
 		}
+		tags := withTags(req.GetTags())
+		if err := checkMetadataRoom(r.dc, rep, r.name, tags, req.GetTransient()); err != nil {
+			return nil, true, err
+		}
 		if err := d.checkRoom(mctx, r.dc, need); err != nil {
 			return nil, true, err
 		}
-		tags := withTags(req.GetTags())
 		err = d.lvm.CreateThinSnapshot(mctx, lvm.SnapshotSpec{VG: r.dc.VolumeGroup, Source: src.Name, Name: r.name,
 			ReadOnly: req.GetReadOnly(), Activate: true, Tags: tags, ExtraArgs: r.dc.LVCreateOptions})
 		if err != nil {
@@ -263,7 +272,10 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 		}
 		lv := lvm.LV{Name: r.name, VG: r.dc.VolumeGroup, Size: src.Size, Attr: attr, Origin: src.Name, Pool: r.dc.ThinPool,
 			Tags: tags, Path: d.devicePath(r.dc.VolumeGroup, r.name)}
-		d.store.amend(func(rep *lvm.Report) { rep.LVs = append(rep.LVs, lv) })
+		d.store.amend(func(rep *lvm.Report) {
+			rep.LVs = append(rep.LVs, lv)
+			useMetadata(rep, r.dc.VolumeGroup, metadataBytes(r.name, tags))
+		})
 		if size > src.Size {
 			if err := d.extend(mctx, r.dc, r.name, size); err != nil {
 				// Leave nothing half-made: a snapshot of the wrong size would
@@ -423,6 +435,7 @@ func (s *lvService) ChangeLV(ctx context.Context, req *pb.ChangeLVRequest) (*pb.
 				if lv := rep.LV(r.dc.VolumeGroup, r.name); lv != nil {
 					lv.Tags = append(slices.DeleteFunc(lv.Tags, func(t string) bool { return slices.Contains(del, t) }), add...)
 				}
+				useMetadata(rep, r.dc.VolumeGroup, metadataBytes("", add)-metadataLVBytes)
 			})
 		}
 		if req.Active != nil && req.GetActive() != lv.Active() {

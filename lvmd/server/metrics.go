@@ -27,6 +27,9 @@ type Metrics struct {
 	lvCount       *prometheus.GaugeVec
 	overHighWater *prometheus.GaugeVec
 	poolHealth    *prometheus.GaugeVec
+	vgMetaSize    *prometheus.GaugeVec
+	vgMetaFree    *prometheus.GaugeVec
+	vgMetaLVsLeft *prometheus.GaugeVec
 	generation    prometheus.Gauge
 }
 
@@ -79,13 +82,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Subsystem: subsystem, Name: "thinpool_health",
 			Help: "1 for the thin pool's state (ok, out_of_data_space, metadata_read_only, failed), 0 for the others.",
 		}, []string{"device_class", "state"}),
+		vgMetaSize: gauge("vg_metadata_size_bytes",
+			"Size of the device class's volume group metadata area (vg_mda_size, set by pvcreate --metadatasize)."),
+		vgMetaFree: gauge("vg_metadata_free_bytes",
+			"How much the volume group's metadata can still grow (vg_mda_free); each LV adds about 400 bytes."),
+		vgMetaLVsLeft: gauge("vg_metadata_lvs_left",
+			"How many more LVs lvmd creates in the device class's volume group before its metadata area is full; at 0 new volumes are refused."),
 		generation: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "report_generation",
 			Help: "Generation of the published lvm report.",
 		}),
 	}
 	reg.MustRegister(m.rpcDuration, m.rpcErrors, m.lvmCommands, m.lvmDuration, m.vgSize, m.vgFree,
-		m.poolSize, m.poolData, m.poolMeta, m.virtualBytes, m.availableByte, m.lvCount, m.overHighWater, m.poolHealth, m.generation)
+		m.poolSize, m.poolData, m.poolMeta, m.virtualBytes, m.availableByte, m.lvCount, m.overHighWater, m.poolHealth,
+		m.vgMetaSize, m.vgMetaFree, m.vgMetaLVsLeft, m.generation)
 	return m
 }
 

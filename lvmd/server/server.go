@@ -170,6 +170,9 @@ func (d *Daemon) observe(v *view) {
 		m.availableByte.WithLabelValues(dc.Name).Set(float64(c.AvailableBytes))
 		m.lvCount.WithLabelValues(dc.Name).Set(float64(c.LvCount))
 		m.overHighWater.WithLabelValues(dc.Name).Set(b2f(c.OverHighWatermark))
+		m.vgMetaSize.WithLabelValues(dc.Name).Set(float64(c.VgMetadataSizeBytes))
+		m.vgMetaFree.WithLabelValues(dc.Name).Set(float64(c.VgMetadataFreeBytes))
+		m.vgMetaLVsLeft.WithLabelValues(dc.Name).Set(float64(c.VgMetadataLvsLeft))
 		for _, s := range poolHealthStates {
 			m.poolHealth.WithLabelValues(dc.Name, s.label).Set(b2f(string(s.health) == c.PoolHealth))
 		}

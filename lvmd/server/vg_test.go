@@ -51,6 +51,23 @@ var (
 	}
 )
 
+// withMetadata is c with the VG metadata area of f's VG as the fake holds
+// it now (the default area).
+func withMetadata(c *pb.DeviceClassCapacity, f *fake.Runner) *pb.DeviceClassCapacity {
+	c = cloneCapacity(c)
+	c.VgMetadataSizeBytes = fake.DefaultMetadataAreaSize
+	for _, vg := range f.VGs {
+		if vg.Name == c.VolumeGroup && vg.MetadataAreaSize != 0 {
+			c.VgMetadataSizeBytes = vg.MetadataAreaSize
+		}
+	}
+	c.VgMetadataFreeBytes = f.MetadataFree(c.VolumeGroup)
+	if c.VgMetadataFreeBytes >= metadataReserveBytes {
+		c.VgMetadataLvsLeft = uint32((c.VgMetadataFreeBytes - metadataReserveBytes) / metadataTypicalLVBytes)
+	}
+	return c
+}
+
 func diffCapacity(t *testing.T, want, got []*pb.DeviceClassCapacity) {
 	t.Helper()
 	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
@@ -105,6 +122,24 @@ func TestGetCapacity(t *testing.T) {
 				return c
 			}()},
 		},
+		{
+			// 16 KiB: (16384-512)/2-512 = 7424 bytes a copy, less the VG,
+			// its pool and three LVs leaves less than lvmd's reserve.
+			name:  "VG metadata area full: nothing available",
+			setup: func(f *fake.Runner) { f.VGs[0].MetadataAreaSize = 16 << 10 },
+			spare: 1, class: "ssd",
+			want: []*pb.DeviceClassCapacity{func() *pb.DeviceClassCapacity {
+				c := cloneCapacity(ssdCapacity)
+				c.AvailableBytes = 0
+				return c
+			}()},
+		},
+		{
+			name:  "VG metadata area with room for a few LVs",
+			setup: func(f *fake.Runner) { f.VGs[0].MetadataAreaSize = 32 << 10 },
+			spare: 1, class: "ssd",
+			want:  []*pb.DeviceClassCapacity{ssdCapacity},
+		},
 		{name: "unknown device class", class: "nvme", code: codes.InvalidArgument},
 	}
 	for _, tt := range tests {
@@ -118,7 +153,16 @@ func TestGetCapacity(t *testing.T) {
 			e := newEnv(t, cfg, f, envOptions{})
 			resp, err := e.vg.GetCapacity(t.Context(), &pb.GetCapacityRequest{DeviceClass: tt.class})
 			wantCode(t, err, tt.code)
-			diffCapacity(t, tt.want, resp.GetDeviceClasses())
+			var want []*pb.DeviceClassCapacity
+			for _, c := range tt.want {
+				want = append(want, withMetadata(c, f))
+			}
+			diffCapacity(t, want, resp.GetDeviceClasses())
+			if ssd := resp.GetDeviceClasses(); tt.class == "ssd" && len(ssd) == 1 {
+				if left, size := ssd[0].GetVgMetadataLvsLeft(), ssd[0].GetVgMetadataSizeBytes(); size == 16<<10 && left != 0 || size > 16<<10 && left == 0 {
+					t.Errorf("%d LVs left in a metadata area of %d bytes", left, size)
+				}
+			}
 			if tt.code == codes.OK && resp.GetGeneration() == 0 {
 				t.Error("generation 0")
 			}
@@ -151,6 +195,7 @@ func cloneCapacity(c *pb.DeviceClassCapacity) *pb.DeviceClassCapacity {
 		DataPercent: c.DataPercent, MetadataPercent: c.MetadataPercent, DataUsedBytes: c.DataUsedBytes,
 		VirtualBytes: c.VirtualBytes, OverprovisionRatio: c.OverprovisionRatio, AvailableBytes: c.AvailableBytes, LvCount: c.LvCount,
 		OverHighWatermark: c.OverHighWatermark, PoolHealth: c.PoolHealth, WhenFull: c.WhenFull,
+		VgMetadataSizeBytes: c.VgMetadataSizeBytes, VgMetadataFreeBytes: c.VgMetadataFreeBytes, VgMetadataLvsLeft: c.VgMetadataLvsLeft,
 	}
 }
 
@@ -167,12 +212,16 @@ func TestGetCapacityFollowsMutations(t *testing.T) {
 		}
 		return resp.GetDeviceClasses()[0], resp.GetGeneration()
 	}
-	_, gen0 := capacity()
+	c0, gen0 := capacity()
 	if _, err := e.lv.CreateLV(t.Context(), &pb.CreateLVRequest{Name: "c", SizeBytes: gib}); err != nil {
 		t.Fatal(err)
 	}
-	want := cloneCapacity(ssdCapacity)
+	want := withMetadata(ssdCapacity, e.fake)
 	want.VirtualBytes, want.AvailableBytes, want.LvCount = 8*gib, 7*gib, 3
+	// Until lvm is read again, the VG's metadata room falls by lvmd's
+	// estimate of the new LV's.
+	want.VgMetadataFreeBytes = c0.GetVgMetadataFreeBytes() - metadataBytes("c", []string{"thinlvm"})
+	want.VgMetadataLvsLeft = uint32((want.VgMetadataFreeBytes - metadataReserveBytes) / metadataTypicalLVBytes)
 	got, gen1 := capacity()
 	diffCapacity(t, []*pb.DeviceClassCapacity{want}, []*pb.DeviceClassCapacity{got})
 	if gen1 <= gen0 {
@@ -187,8 +236,9 @@ func TestGetCapacityFollowsMutations(t *testing.T) {
 	want.VirtualBytes, want.AvailableBytes, want.LvCount = 5*gib, 10*gib, 2 // b, c and foreign
 	got, _ = capacity()
 	diffCapacity(t, []*pb.DeviceClassCapacity{want}, []*pb.DeviceClassCapacity{got})
-	// And the same once lvm has been read again.
+	// And the same once lvm has been read again, with lvm's metadata room.
 	e.settle(t)
+	want = withMetadata(want, e.fake)
 	got, _ = capacity()
 	diffCapacity(t, []*pb.DeviceClassCapacity{want}, []*pb.DeviceClassCapacity{got})
 }
@@ -239,7 +289,15 @@ func TestWatch(t *testing.T) {
 		t.Errorf("generation %d, then %d", first.GetGeneration(), next.GetGeneration())
 	}
 	// A new report that changes nothing is not sent: the next message is
-	// the next change.
+	// the next change. (The report read after CreateLV corrects lvmd's
+	// estimate of the VG metadata room, a change, so settle twice.)
+	e.settle(t)
+	if next, err = stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if next.GetDeviceClasses()[0].GetVgMetadataFreeBytes() != e.fake.MetadataFree("vg0") {
+		t.Errorf("report after the refresh: %v, want lvm's VG metadata room %d", next.GetDeviceClasses()[0], e.fake.MetadataFree("vg0"))
+	}
 	e.settle(t)
 	if _, err := e.lv.RemoveLV(t.Context(), &pb.RemoveLVRequest{Name: "c"}); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package lvmnode
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -205,6 +206,15 @@ func (p *Publisher) recordChanges(ln *thinlvmv1.LVMNode, before, now []thinlvmv1
 			p.Recorder.Eventf(ln, nil, corev1.EventTypeNormal, thinlvmv1.ReasonThinPoolUnderHighWatermark, "CheckCapacity",
 				"device class %s: thin pool %s is under its high-water mark again (data %s%%, metadata %s%%)", c.Name, pool, c.DataPercent, c.MetadataPercent)
 		}
+		switch full, wasFull := metadataFull(c), metadataFull(o); {
+		case full && !wasFull:
+			p.Recorder.Eventf(ln, nil, corev1.EventTypeWarning, thinlvmv1.ReasonVGMetadataFull, "CheckCapacity",
+				"device class %s: volume group %s's metadata area is full (%s of %s free; %d LVs in the class): new volumes are refused; remove volumes, or move the VG to PVs with a larger metadata area (pvcreate --metadatasize)",
+				c.Name, c.VolumeGroup, c.VGMetadata.Free.String(), c.VGMetadata.Size.String(), c.LVCount)
+		case !full && wasFull && c.VGMetadata != nil:
+			p.Recorder.Eventf(ln, nil, corev1.EventTypeNormal, thinlvmv1.ReasonVGMetadataRoom, "CheckCapacity",
+				"device class %s: volume group %s's metadata area has room for %d more volumes", c.Name, c.VolumeGroup, c.VGMetadata.LVsLeft)
+		}
 		switch {
 		case c.PoolHealth != "" && c.PoolHealth != o.PoolHealth:
 			p.Recorder.Eventf(ln, nil, corev1.EventTypeWarning, thinlvmv1.ReasonThinPoolUnhealthy, "CheckCapacity",
@@ -214,6 +224,12 @@ func (p *Publisher) recordChanges(ln *thinlvmv1.LVMNode, before, now []thinlvmv1
 				"device class %s: thin pool %s takes writes again (was %s)", c.Name, pool, o.PoolHealth)
 		}
 	}
+}
+
+// metadataFull tells whether a class's VG metadata area takes no more
+// volumes.
+func metadataFull(c thinlvmv1.DeviceClassStatus) bool {
+	return c.VGMetadata != nil && c.VGMetadata.LVsLeft == 0
 }
 
 // DeviceClasses converts lvmd's capacity report into LVMNode status.
@@ -231,7 +247,21 @@ func DeviceClasses(resp *pb.GetCapacityResponse) []thinlvmv1.DeviceClassStatus {
 			LVCount:            int32(c.GetLvCount()),
 			OverHighWatermark:  c.GetOverHighWatermark(),
 			PoolHealth:         thinlvmv1.ThinPoolHealth(c.GetPoolHealth()),
+			VGMetadata:         vgMetadata(c),
 		})
 	}
 	return out
+}
+
+// vgMetadata is the VG metadata area of a device class, or nil when lvmd
+// did not report it (an older lvmd).
+func vgMetadata(c *pb.DeviceClassCapacity) *thinlvmv1.VGMetadataStatus {
+	if c.GetVgMetadataSizeBytes() == 0 {
+		return nil
+	}
+	return &thinlvmv1.VGMetadataStatus{
+		Size:    *resource.NewQuantity(int64(c.GetVgMetadataSizeBytes()), resource.BinarySI),
+		Free:    *resource.NewQuantity(int64(c.GetVgMetadataFreeBytes()), resource.BinarySI),
+		LVsLeft: int32(min(c.GetVgMetadataLvsLeft(), math.MaxInt32)),
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 	"github.com/thinlvm/thinlvm/lvmd/config"
 	"github.com/thinlvm/thinlvm/lvmd/lvm/fake"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/lvmnode"
 )
 
@@ -97,9 +99,16 @@ func TestPublisher(t *testing.T) {
 		VGSize: resource.MustParse("16Gi"), VGFree: resource.MustParse("8Gi"), PoolSize: resource.MustParse("8Gi"),
 		DataUsed: resource.MustParse("1Gi"), DataPercent: "12.50", MetadataPercent: "10.50", Virtual: resource.MustParse("4Gi"),
 		OverprovisionRatio: "4", Available: resource.MustParse("28Gi"), LVCount: 3,
+		// lvm2's default metadata area, and room for about a thousand LVs.
+		VGMetadata: &thinlvmv1.VGMetadataStatus{Size: resource.MustParse("1020Ki"),
+			Free: *resource.NewQuantity(int64(f.LVM.MetadataFree("vg0")), resource.BinarySI)},
 	}}
-	if d := cmp.Diff(want, ln.Status.DeviceClasses, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); d != "" {
+	if d := cmp.Diff(want, ln.Status.DeviceClasses, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }),
+		cmpopts.IgnoreFields(thinlvmv1.VGMetadataStatus{}, "LVsLeft")); d != "" {
 		t.Errorf("status (-want +got):\n%s", d)
+	}
+	if m := ln.Status.DeviceClasses[0].VGMetadata; m == nil || m.LVsLeft < 900 || m.LVsLeft > 1100 {
+		t.Errorf("VG metadata %+v, want about 1000 LVs left", m)
 	}
 	if len(ln.OwnerReferences) != 1 || ln.OwnerReferences[0].Kind != "Node" || ln.OwnerReferences[0].UID != node.UID {
 		t.Errorf("owner references %+v, want the Node", ln.OwnerReferences)
@@ -221,4 +230,58 @@ func TestPublisherPoolEvents(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A VG whose metadata area fills: the LVMNode shows no LVs left, with a
+// Warning Event, and room again after removals, with a Normal one.
+func TestPublisherVGMetadataEvents(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := k8sClient.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "mda-node"}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{DeviceClasses: []config.DeviceClass{{Name: "ssd", VolumeGroup: "vg0", ThinPool: "pool0", Default: true, OverprovisionRatio: 4}}}
+	cfg.Default()
+	// A 32 KiB area: 15872 bytes a copy, room for about a dozen LVs past
+	// lvmd's reserve.
+	f := lvmdtest.Start(t, lvmdtest.Options{Config: cfg, Runner: &fake.Runner{
+		VGs:   []fake.VG{{Name: "vg0", Size: 16 * gib, Free: 8 * gib, MetadataAreaSize: 32 << 10}},
+		Pools: []fake.Pool{{VG: "vg0", Name: "pool0", Size: 8 * gib}},
+	}})
+	rec := events.NewFakeRecorder(20)
+	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "mda-node", Interval: 50 * time.Millisecond, Retry: 50 * time.Millisecond, Recorder: rec}
+	go func() { _ = p.Start(ctx) }()
+	left := func() int32 {
+		ln := lvmNode(t, "mda-node")
+		if ln == nil || len(ln.Status.DeviceClasses) != 1 || ln.Status.DeviceClasses[0].VGMetadata == nil {
+			return -1
+		}
+		return ln.Status.DeviceClasses[0].VGMetadata.LVsLeft
+	}
+	eventually(t, "the LVMNode", func() bool { return left() > 0 })
+	var made int
+	for made = 0; made < 50; made++ {
+		if _, err := f.CreateLV(ctx, &pb.CreateLVRequest{Name: fmt.Sprintf("lv%d", made), SizeBytes: gib}); err != nil {
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	eventually(t, "no LVs left", func() bool { return left() == 0 })
+	wantEvent := func(prefix string) {
+		t.Helper()
+		eventually(t, "the Event "+prefix, func() bool { return len(rec.Events) > 0 })
+		if got := <-rec.Events; !strings.HasPrefix(got, prefix) {
+			t.Errorf("event %q, want it to start %q", got, prefix)
+		}
+	}
+	wantEvent("Warning VGMetadataFull device class ssd: volume group vg0's metadata area is full")
+	for i := range 3 {
+		if _, err := f.RemoveLV(ctx, &pb.RemoveLVRequest{Name: fmt.Sprintf("lv%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "room again", func() bool { return left() > 0 })
+	wantEvent("Normal VGMetadataRoom device class ssd: volume group vg0's metadata area has room for")
 }

@@ -38,6 +38,83 @@ type VG struct {
 	Size, Free uint64
 	// ExtentSize is 0 for DefaultExtentSize.
 	ExtentSize uint64
+	// MetadataAreaSize is the VG's metadata area (vg_mda_size); 0 for
+	// lvm2's default, DefaultMetadataAreaSize. The fake keeps the VG's
+	// metadata size as lvm2 would write it (MetadataBytes) and fails a
+	// change that would not fit, as lvm2 does, changing nothing.
+	MetadataAreaSize uint64
+	// seqno is the metadata's sequence number, as lvm's error names it.
+	seqno int
+}
+
+// DefaultMetadataAreaSize is lvm2's default metadata area, what pvcreate
+// makes without --metadatasize: 1020 KiB, up to the first extent at 1 MiB.
+const DefaultMetadataAreaSize = 1044480
+
+// The fake's model of a VG's text metadata, from lvm2 2.03.16 in the test
+// VM: an empty VG's is under 768 bytes, a thin pool (with its hidden data,
+// metadata and spare LVs) adds about 1.5 KiB, a thin LV about 300 bytes
+// plus its name and tags.
+const (
+	metadataVGBytes   = 700
+	metadataPoolBytes = 1536
+	metadataLVBytes   = 300
+)
+
+func lvMetadataBytes(name string, tags []string) uint64 {
+	n := uint64(metadataLVBytes + len(name))
+	for _, t := range tags {
+		n += uint64(len(t)) + 4
+	}
+	return n
+}
+
+func metadataAreaSize(vg *VG) uint64 {
+	if vg.MetadataAreaSize == 0 {
+		return DefaultMetadataAreaSize
+	}
+	return vg.MetadataAreaSize
+}
+
+// metadataMax is the largest copy of the metadata an area takes: lvm2
+// writes the new copy beside the old in a circular buffer after a
+// 512-byte header, and aligns it to a sector.
+func metadataMax(vg *VG) uint64 { return (metadataAreaSize(vg)-512)/2 - 512 }
+
+// metadataBytes is the size of vg's metadata, plus extra.
+func (r *Runner) metadataBytes(vg *VG) uint64 {
+	n := uint64(metadataVGBytes)
+	for _, p := range r.Pools {
+		if p.VG == vg.Name {
+			n += metadataPoolBytes
+		}
+	}
+	for _, lv := range r.LVs {
+		if lv.VG == vg.Name {
+			n += lvMetadataBytes(lv.Name, lv.Tags)
+		}
+	}
+	return n
+}
+
+// metadataFree is vg_mda_free: the room left in whole sectors.
+func (r *Runner) metadataFree(vg *VG) uint64 {
+	used, limit := r.metadataBytes(vg), metadataMax(vg)
+	if used >= limit {
+		return 0
+	}
+	return (limit - used) / 512 * 512
+}
+
+// writeMetadata is lvm2's vg_write of a change that adds grow bytes to
+// vg's metadata: lvm's error when the new metadata does not fit.
+func (r *Runner) writeMetadata(c *command, vg *VG, grow uint64) error {
+	vg.seqno++
+	if size := r.metadataBytes(vg) + grow; size > metadataMax(vg) {
+		return c.fail("VG %s %d metadata on /dev/fake-%s (%d bytes) exceeds maximum metadata size (%d bytes)\n  Failed to write VG %s.",
+			vg.Name, vg.seqno, vg.Name, size, metadataMax(vg), vg.Name)
+	}
+	return nil
 }
 
 // Pool is a simulated thin pool. The test sets its use; growing the pool
@@ -247,6 +324,16 @@ func (r *Runner) Total() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.calls)
+}
+
+// MetadataFree is the named VG's vg_mda_free now; 0 for a VG it lacks.
+func (r *Runner) MetadataFree(vg string) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v := r.vg(vg); v != nil {
+		return r.metadataFree(v)
+	}
+	return 0
 }
 
 // FailNext makes the next command of f.Subcommand fail, after the
@@ -584,6 +671,9 @@ func (r *Runner) lvcreate(c *command) (string, error) {
 	default:
 		return "", c.unsupported("lvcreate without exactly one of --thin and --snapshot")
 	}
+	if err := r.writeMetadata(c, vg, lvMetadataBytes(lv.Name, lv.Tags)); err != nil {
+		return "", err
+	}
 	if err := r.backDevice(c, &lv); err != nil {
 		return "", err
 	}
@@ -700,7 +790,8 @@ func (r *Runner) lvchange(c *command) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := r.lookupVG(c, vgName); err != nil {
+	vg, err := r.lookupVG(c, vgName)
+	if err != nil {
 		return "", err
 	}
 	if ewf, ok := c.value("--errorwhenfull"); ok {
@@ -720,6 +811,15 @@ func (r *Runner) lvchange(c *command) (string, error) {
 			if err := lvmname.ValidateTag(t); err != nil {
 				return "", c.fail("Invalid tag %s.", t)
 			}
+		}
+		var grow uint64
+		for _, t := range add {
+			if !slices.Contains(lv.Tags, t) {
+				grow += uint64(len(t)) + 4
+			}
+		}
+		if err := r.writeMetadata(c, vg, grow); err != nil {
+			return "", err
 		}
 		for _, t := range add {
 			if !slices.Contains(lv.Tags, t) {
@@ -976,6 +1076,10 @@ func (r *Runner) vgReport(c *command, vg *VG, fields map[string][]string) (strin
 			return strconv.FormatUint(vg.Size/extentSize(vg), 10), true
 		case "vg_free_count":
 			return strconv.FormatUint(vg.Free/extentSize(vg), 10), true
+		case "vg_mda_size":
+			return strconv.FormatUint(metadataAreaSize(vg), 10), true
+		case "vg_mda_free":
+			return strconv.FormatUint(r.metadataFree(vg), 10), true
 		}
 		return "", false
 	}

@@ -53,8 +53,9 @@ func TestFullReport(t *testing.T) {
 	got := report(t, c, "vg0", "vg1")
 	want := &lvm.Report{
 		VGs: []lvm.VG{
-			{Name: "vg0", Size: 20 * gib, Free: 10 * gib, ExtentSize: 4 * mib},
-			{Name: "vg1", Size: 8 * gib, Free: 7 * gib, ExtentSize: 4 * mib},
+			// The default metadata area; vg0 holds a pool and two LVs, vg1 a pool.
+			{Name: "vg0", Size: 20 * gib, Free: 10 * gib, ExtentSize: 4 * mib, MetadataAreaSize: 1044480, MetadataAreaFree: 518144},
+			{Name: "vg1", Size: 8 * gib, Free: 7 * gib, ExtentSize: 4 * mib, MetadataAreaSize: 1044480, MetadataAreaFree: 519168},
 		},
 		LVs: []lvm.LV{
 			{Name: "pool", VG: "vg0", Size: 8 * gib, Attr: "twi-aotz--", DataPercent: 12.5, MetadataPercent: 3, WhenFull: "queue"},
@@ -696,5 +697,60 @@ func TestMonitoringOffAccepted(t *testing.T) {
 	}
 	if p := r.LV("vg0", "pool"); p == nil || p.Size <= 8*gib {
 		t.Errorf("the pool did not grow by its policy: %+v", p)
+	}
+}
+
+// A VG's metadata area fills as LVs are made, as lvm2's does: the free
+// space falls, an lvcreate or a tag that would not fit fails with lvm's
+// error and changes nothing, and a removal makes room again.
+func TestMetadataArea(t *testing.T) {
+	f := &fake.Runner{
+		VGs:   []fake.VG{{Name: "vg0", Size: 20 * gib, Free: 10 * gib, MetadataAreaSize: 16 << 10}},
+		Pools: []fake.Pool{{VG: "vg0", Name: "pool", Size: 8 * gib}},
+	}
+	c := &lvm.Client{Runner: f}
+	free := func() uint64 { t.Helper(); return report(t, c, "vg0").VGs[0].MetadataAreaFree }
+	last := free()
+	// (16384-512)/2-512 = 7424 bytes per copy; the VG and its pool take
+	// about 2.2 KiB, each LV here about 350 bytes.
+	if last == 0 || last > 7424 || last%512 != 0 {
+		t.Fatalf("vg_mda_free %d of a 16 KiB area, want whole sectors under 7424", last)
+	}
+	var made int
+	var err error
+	for made = 0; made < 100; made++ {
+		name := fmt.Sprintf("lv-%03d", made)
+		if err = c.CreateThin(t.Context(), lvm.ThinSpec{VG: "vg0", Pool: "pool", Name: name, Size: gib, Tags: []string{"thinlvm", "lv:" + name}}); err != nil {
+			break
+		}
+		if now := free(); now > last {
+			t.Fatalf("vg_mda_free grew from %d to %d with lv %d", last, now, made)
+		} else {
+			last = now
+		}
+	}
+	if made < 10 || made == 100 {
+		t.Fatalf("%d LVs fit a 16 KiB metadata area, want about 14", made)
+	}
+	if !errors.Is(err, lvm.ErrVGMetadataFull) || !errors.Is(err, lvm.ErrInsufficientSpace) {
+		t.Fatalf("lvcreate past the metadata area: %v, want ErrVGMetadataFull", err)
+	}
+	if !strings.Contains(err.Error(), "exceeds maximum metadata size (7424 bytes)") {
+		t.Errorf("error %q does not read as lvm2's", err)
+	}
+	if got := len(f.ListLVs()); got != made {
+		t.Errorf("%d LVs after the failed lvcreate, want %d", got, made)
+	}
+	if err := c.ChangeTags(t.Context(), "vg0", "lv-000", []string{strings.Repeat("t", 400)}, nil); !errors.Is(err, lvm.ErrVGMetadataFull) {
+		t.Errorf("a tag past the metadata area: %v, want ErrVGMetadataFull", err)
+	}
+	if err := c.Remove(t.Context(), "vg0", "lv-000"); err != nil {
+		t.Fatal(err)
+	}
+	if now := free(); now <= last {
+		t.Errorf("vg_mda_free %d after a removal, was %d", now, last)
+	}
+	if err := c.CreateThin(t.Context(), lvm.ThinSpec{VG: "vg0", Pool: "pool", Name: "again", Size: gib, Tags: []string{"thinlvm"}}); err != nil {
+		t.Errorf("lvcreate after a removal: %v", err)
 	}
 }
