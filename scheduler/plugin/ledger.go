@@ -13,6 +13,7 @@ import (
 type reservation struct {
 	node   string
 	bytes  map[string]int64 // by device class
+	lvs    map[string]int   // new volumes by device class
 	claims []string         // namespace/name of the pod's thinlvm claims
 	at     time.Time
 	// recheck is when to ask again whether the node reports the volumes.
@@ -37,6 +38,7 @@ type ledger struct {
 	mu      sync.RWMutex
 	pods    map[types.UID]*reservation
 	sums    map[nodeClass]int64
+	lvSums  map[nodeClass]int
 	ttl     time.Duration
 	recheck time.Duration
 	now     func() time.Time
@@ -46,7 +48,8 @@ type ledger struct {
 }
 
 func newLedger(ttl time.Duration) *ledger {
-	return &ledger{pods: map[types.UID]*reservation{}, sums: map[nodeClass]int64{}, ttl: ttl, recheck: recheckAfter, now: time.Now}
+	return &ledger{pods: map[types.UID]*reservation{}, sums: map[nodeClass]int64{}, lvSums: map[nodeClass]int{},
+		ttl: ttl, recheck: recheckAfter, now: time.Now}
 }
 
 func (l *ledger) reserve(pod types.UID, r reservation) {
@@ -61,6 +64,9 @@ func (l *ledger) reserve(pod types.UID, r reservation) {
 	for class, b := range r.bytes {
 		k := nodeClass{r.node, class}
 		l.sums[k] = sizes.Add(l.sums[k], b)
+	}
+	for class, n := range r.lvs {
+		l.lvSums[nodeClass{r.node, class}] += n
 	}
 	l.countLocked()
 }
@@ -88,6 +94,12 @@ func (l *ledger) dropLocked(pod types.UID) {
 		k := nodeClass{r.node, class}
 		if l.sums[k] -= b; l.sums[k] == 0 {
 			delete(l.sums, k)
+		}
+	}
+	for class, n := range r.lvs {
+		k := nodeClass{r.node, class}
+		if l.lvSums[k] -= n; l.lvSums[k] == 0 {
+			delete(l.lvSums, k)
 		}
 	}
 }
@@ -118,6 +130,14 @@ func (l *ledger) reserved(node, class string) int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.sums[nodeClass{node, class}]
+}
+
+// reservedLVs is how many new volumes the ledger holds on a node's device
+// class.
+func (l *ledger) reservedLVs(node, class string) int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.lvSums[nodeClass{node, class}]
 }
 
 func (l *ledger) len() int {

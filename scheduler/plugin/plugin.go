@@ -180,6 +180,9 @@ func (p *Plugin) Name() string { return Name }
 type demand struct {
 	// bytes by device class ("" is a node's default class).
 	bytes map[string]int64
+	// lvs counts the new volumes by device class: each takes room in its
+	// VG's metadata area.
+	lvs map[string]int
 	// images are the golden images the volumes are made from, each once.
 	// Only an image that exists counts: a base is known by its
 	// GoldenImage's UID, and no node holds one of an image not made.
@@ -261,7 +264,7 @@ func (p *Plugin) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragme
 func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error) {
-	d := &demand{bytes: map[string]int64{}, holders: map[string]int{}}
+	d := &demand{bytes: map[string]int64{}, lvs: map[string]int{}, holders: map[string]int{}}
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim == nil {
 			continue
@@ -305,6 +308,7 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 		}
 		size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 		d.bytes[class] = sizes.Add(d.bytes[class], size.Value())
+		d.lvs[class]++
 		d.claims = append(d.claims, pvc.Namespace+"/"+pvc.Name)
 		if src := pvc.Spec.DataSource; copied {
 			// Sources on several nodes: the first one's node is preferred,
@@ -515,6 +519,9 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod
 		if dc == nil {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node has no thinlvm device class %q", class))
 		}
+		if st := p.filterFull(pod, node, ln, dc, d, class); st != nil {
+			return st
+		}
 		// The bases the node lacks are populated there first.
 		need = sizes.Add(need, ln.Status.MissingBases(class, d.images...))
 		if need > poolCapacity(dc) {
@@ -530,6 +537,42 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod
 	return nil
 }
 
+// filterFull refuses a device class that takes no new volumes whatever
+// their size: its thin pool over its high-water mark (lvmd's limit on the
+// pool's data and metadata use) or unhealthy, or its VG's metadata area
+// without room for the pod's new volumes, the bases the node lacks and
+// the volumes promised to other pods. Unschedulable, not unresolvable:
+// removals or a grown pool make room.
+func (p *Plugin) filterFull(pod *corev1.Pod, node string, ln *thinlvmv1.LVMNode, dc *thinlvmv1.DeviceClassStatus, d *demand, class string) *fwk.Status {
+	pool := dc.VolumeGroup + "/" + dc.ThinPool
+	if dc.OverHighWatermark || dc.PoolHealth != "" {
+		state := "over its high-water mark"
+		if dc.PoolHealth != "" {
+			state = string(dc.PoolHealth)
+		}
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("thinlvm device class %q takes no new volumes: thin pool %s is %s (data %s%%, metadata %s%%)",
+			dc.Name, pool, state, dc.DataPercent, dc.MetadataPercent))
+	}
+	m := dc.VGMetadata
+	if m == nil {
+		return nil // not reported (an older node agent): lvmd still refuses
+	}
+	need := d.lvs[class]
+	for _, gi := range d.images {
+		if ln.Status.MissingBases(class, gi) > 0 {
+			need++
+		}
+	}
+	if left := int(m.LVsLeft) - p.ledger.reservedLVs(node, dc.Name); need > left {
+		if need <= int(m.LVsLeft) {
+			p.hold(pod) // only reservations in flight stand in the way
+		}
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("thinlvm device class %q: the metadata area of volume group %q has room for %d more volumes (%s of %s free), the pod needs %d",
+			dc.Name, dc.VolumeGroup, max(left, 0), m.Free.String(), m.Size.String(), need))
+	}
+	return nil
+}
+
 // Reserve holds the pod's bytes on the node until its LVMNode shows them.
 func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, node string) *fwk.Status {
 	d, st := demandFrom(state)
@@ -540,13 +583,14 @@ func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	bytes := map[string]int64{}
+	bytes, lvs := map[string]int64{}, map[string]int{}
 	for class, need := range d.bytes {
 		if dc := ln.Status.DeviceClass(class); dc != nil {
 			bytes[dc.Name] += need
+			lvs[dc.Name] += d.lvs[class]
 		}
 	}
-	p.ledger.reserve(pod.UID, reservation{node: node, bytes: bytes, claims: d.claims})
+	p.ledger.reserve(pod.UID, reservation{node: node, bytes: bytes, lvs: lvs, claims: d.claims})
 	klog.FromContext(ctx).V(4).Info("Reserved thinlvm bytes", "pod", klog.KObj(pod), "node", klog.KRef("", node), "bytes", bytes)
 	return nil
 }
