@@ -138,7 +138,7 @@ func TestGetCapacity(t *testing.T) {
 			name:  "VG metadata area with room for a few LVs",
 			setup: func(f *fake.Runner) { f.VGs[0].MetadataAreaSize = 32 << 10 },
 			spare: 1, class: "ssd",
-			want:  []*pb.DeviceClassCapacity{ssdCapacity},
+			want: []*pb.DeviceClassCapacity{ssdCapacity},
 		},
 		{name: "unknown device class", class: "nvme", code: codes.InvalidArgument},
 	}

@@ -51,8 +51,10 @@ func TestFilterFullDeviceClass(t *testing.T) {
 			msg: []string{`thinlvm device class "ssd" takes no new volumes: thin pool vg0/pool is over its high-water mark (data 10.00%, metadata 81.50%)`},
 		},
 		{
-			name:   "thin pool read-only",
-			set:    func(dc *thinlvmv1.DeviceClassStatus) { dc.PoolHealth, dc.MetadataPercent = thinlvmv1.ThinPoolMetadataReadOnly, "100.00" },
+			name: "thin pool read-only",
+			set: func(dc *thinlvmv1.DeviceClassStatus) {
+				dc.PoolHealth, dc.MetadataPercent = thinlvmv1.ThinPoolMetadataReadOnly, "100.00"
+			},
 			claims: 1, code: fwk.Unschedulable, msg: []string{"thin pool vg0/pool is MetadataReadOnly"},
 		},
 	}
