@@ -63,7 +63,7 @@ const lvmdConfig = `deviceClasses:
   volumeGroup: vg-delta
   thinPool: thin-pool
   overprovisionRatio: 10
-`
+` + vgMetadataClasses
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -73,7 +73,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var err error
-	testVM, err = Start(ctx, Options{Disks: []string{"16G", "1G", "1G", "16G", "96M", "256M", "1G", "3G", "1G"}, Log: os.Stderr})
+	testVM, err = Start(ctx, Options{Disks: []string{"16G", "1G", "1G", "16G", "96M", "256M", "1G", "3G", "1G", "256M", "4G"}, Log: os.Stderr})
 	if err != nil {
 		// No skip: a machine that cannot boot the VM fails the suite.
 		fmt.Fprintf(os.Stderr, "FAIL: boot the real-LVM VM: %v\n", err)
@@ -109,6 +109,10 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "FAIL: set up vgmeta and vg-delta: %v\n", err)
 			return 1
 		}
+	}
+	if err := setupVGMetadata(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: set up vgmda and vgdense: %v\n", err)
+		return 1
 	}
 	if err := testVM.StartLVMD(ctx, lvmdConfig, "--refresh-interval", "2s", "-v", "3"); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: start lvmd: %v\n", err)
