@@ -16,7 +16,7 @@ import (
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 )
 
-var fullLVsRunners = flag.String("fulllvs.runners", "exec",
+var fullLVsRunners = flag.String("fulllvs.runners", "shell,exec",
 	"comma-separated lvmd --lvm-runner values BenchmarkNodeFullOfLVs runs with, each on a fresh VG")
 
 // lvmShell runs lines as one `lvm` shell in the guest (the commands read
@@ -73,10 +73,7 @@ func BenchmarkNodeFullOfLVs(b *testing.B) {
 			if err := testVM.StopLVMD(ctx, syscall.SIGTERM); err != nil {
 				b.Fatal(err)
 			}
-			var args []string
-			if runner != "exec" {
-				args = append(args, "--lvm-runner", runner)
-			}
+			args := []string{"--lvm-runner", runner}
 			if err := testVM.StartLVMD(ctx, lvmdConfig, args...); err != nil {
 				b.Fatal(err)
 			}
