@@ -21,8 +21,9 @@ var (
 	ErrInsufficientSpace = errors.New("insufficient space")
 	// ErrVGMetadataFull: the VG's metadata area has no room for the
 	// change: lvm's "exceeds maximum metadata size", or lvmd's refusal
-	// before it. It is an ErrInsufficientSpace.
-	ErrVGMetadataFull = fmt.Errorf("volume group metadata area full: %w", ErrInsufficientSpace)
+	// before it. It is an ErrInsufficientSpace, with its text: the message
+	// that follows it names the metadata area.
+	ErrVGMetadataFull = fmt.Errorf("%w", ErrInsufficientSpace)
 	// ErrSizeUnchanged: an extend to the LV's current size.
 	ErrSizeUnchanged = errors.New("size unchanged")
 	// ErrShrink: an extend to a size below the current one.

@@ -123,7 +123,13 @@ const (
 // its VG's metadata: lvm writes the name once and each tag quoted, with a
 // separator.
 func metadataBytes(name string, tags []string) uint64 {
-	n := uint64(metadataLVBytes + len(name))
+	return uint64(metadataLVBytes+len(name)) + tagsMetadataBytes(tags)
+}
+
+// tagsMetadataBytes is what tags add to an LV's section: each quoted, with
+// a separator.
+func tagsMetadataBytes(tags []string) uint64 {
+	var n uint64
 	for _, t := range tags {
 		n += uint64(len(t)) + 4
 	}
@@ -177,7 +183,8 @@ func checkMetadataRoom(dc *config.DeviceClass, r *lvm.Report, name string, tags 
 
 // useMetadata lowers vg's free metadata space in an amended view by what a
 // change lvm confirmed added, so that creates that follow before the next
-// report decide on no more room than there is.
+// report decide on no more room than there is. A removal gives nothing
+// back until lvm is read again: the view errs on the full side.
 func useMetadata(r *lvm.Report, vgName string, bytes uint64) {
 	if vg := r.VG(vgName); vg != nil {
 		vg.MetadataAreaFree -= min(vg.MetadataAreaFree, bytes)

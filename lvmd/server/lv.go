@@ -435,7 +435,7 @@ func (s *lvService) ChangeLV(ctx context.Context, req *pb.ChangeLVRequest) (*pb.
 				if lv := rep.LV(r.dc.VolumeGroup, r.name); lv != nil {
 					lv.Tags = append(slices.DeleteFunc(lv.Tags, func(t string) bool { return slices.Contains(del, t) }), add...)
 				}
-				useMetadata(rep, r.dc.VolumeGroup, metadataBytes("", add)-metadataLVBytes)
+				useMetadata(rep, r.dc.VolumeGroup, tagsMetadataBytes(add))
 			})
 		}
 		if req.Active != nil && req.GetActive() != lv.Active() {
