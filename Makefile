@@ -122,8 +122,9 @@ lvmvm-image: ## Build (cached) the kernel + initramfs of the real-LVM test VM.
 	e2e/lvmvm/build-image.sh
 
 .PHONY: test-lvm
-test-lvm: lvmvm-image ## Tests against real lvm2 in a qemu VM (boots one VM).
-	$(GO) test -count=1 -timeout 30m ./e2e/lvmvm/...
+test-lvm: lvmvm-image ## Tests against real lvm2 in a qemu VM, once with each of lvmd's lvm runners (the shell, then a process per command; one VM each).
+	$(GO) test -count=1 -timeout 30m ./e2e/lvmvm/... -args -lvmvm.runner=shell
+	$(GO) test -count=1 -timeout 30m ./e2e/lvmvm/... -args -lvmvm.runner=exec
 
 .PHONY: sanity
 sanity: lvmvm-image ## The csi-sanity suite: controller on envtest, node service on real lvm2 in the VM.

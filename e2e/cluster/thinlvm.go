@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -219,11 +220,12 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 		size = 100 << 30
 	}
 	// The image's lvmd runs fakelvm, mounted in with the directory of its
-	// state, instead of the image's lvm2.
+	// state, instead of the image's lvm2: one process per command, as
+	// fakelvm simulates lvm's command line, not its shell.
 	return c.RunPod(ctx, pod, PodOptions{
 		ExtraArgs: map[string][]string{
 			"thinlvm-node": c.nodeAgentArgs(n.Name),
-			"lvmd":         {"--lvm-path=/usr/local/bin/fakelvm", "--refresh-interval=5s"},
+			"lvmd":         {"--lvm-path=/usr/local/bin/fakelvm", "--lvm-runner=exec", "--refresh-interval=5s"},
 		},
 		Env:    map[string][]string{"lvmd": {"FAKELVM_STATE=/var/lib/fakelvm/lvm.json", "FAKELVM_VG_SIZE=" + strconv.FormatUint(size, 10)}},
 		Mounts: map[string][]string{"lvmd": {filepath.Join(c.Bin, "fakelvm") + ":/usr/local/bin/fakelvm:ro", dir + ":/var/lib/fakelvm"}},
@@ -256,6 +258,31 @@ func (c *Cluster) RestartVMAgent(ctx context.Context, node string, extra ...stri
 	c.agentExtraArgs[node] = slices.Clone(extra)
 	c.mu.Unlock()
 	return c.StartVMContainers(ctx, node, "thinlvm-node")
+}
+
+// RestartVMLVMD stops a VM node's lvmd and starts it again with extra after
+// the DaemonSet's args (e.g. --lvm-runner=exec); extra replaces an earlier
+// call's, so none restores the DaemonSet's. It returns once the node's
+// lvmd serves again.
+func (c *Cluster) RestartVMLVMD(ctx context.Context, node string, extra ...string) error {
+	if err := c.StopVMContainers(ctx, node, "lvmd"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.lvmdExtraArgs == nil {
+		c.lvmdExtraArgs = map[string][]string{}
+	}
+	c.lvmdExtraArgs[node] = slices.Clone(extra)
+	c.mu.Unlock()
+	// The container's log is appended to: one more "lvmd serving" is this
+	// start's.
+	served := strings.Count(c.VMLog(node, "lvmd"), `"lvmd serving"`)
+	if err := c.StartVMContainers(ctx, node, "lvmd"); err != nil {
+		return err
+	}
+	return c.WaitFor(ctx, "lvmd serving on "+node, 2*time.Minute, func() (bool, error) {
+		return strings.Count(c.VMLog(node, "lvmd"), `"lvmd serving"`) > served, nil
+	})
 }
 
 // VMPackages are what the VM node needs of this module besides lvmvm's own:
@@ -312,8 +339,12 @@ func (c *Cluster) StartVMContainers(ctx context.Context, node string, containers
 		return err
 	}
 	pod.Spec.Containers = slices.DeleteFunc(pod.Spec.Containers, func(ct corev1.Container) bool { return !slices.Contains(containers, ct.Name) })
+	c.mu.Lock()
+	lvmdArgs := slices.Clone(c.lvmdExtraArgs[node])
+	c.mu.Unlock()
 	return c.RunPod(ctx, pod, PodOptions{VM: vm, ExtraArgs: map[string][]string{
 		"thinlvm-node": c.nodeAgentArgs(node),
+		"lvmd":         lvmdArgs,
 	}})
 }
 

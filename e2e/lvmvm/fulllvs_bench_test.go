@@ -248,7 +248,7 @@ func BenchmarkNodeFullOfLVs(b *testing.B) {
 		if err := testVM.SetupThinPool(ctx, "/dev/vdk", vg, "pool", "2G", "64M"); err != nil {
 			b.Fatal(err)
 		}
-		if err := testVM.StartLVMD(ctx, lvmdConfig); err != nil {
+		if err := startLVMD(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

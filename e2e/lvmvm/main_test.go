@@ -2,6 +2,7 @@ package lvmvm
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -65,7 +66,21 @@ const lvmdConfig = `deviceClasses:
   overprovisionRatio: 10
 ` + vgMetadataClasses
 
+// lvmRunner is how the test lvmd runs lvm (its --lvm-runner): make test-lvm
+// runs the suite once with each.
+var lvmRunner = flag.String("lvmvm.runner", "shell", "lvmd's --lvm-runner for the suite: shell or exec.")
+
+// startLVMD (re)starts the test lvmd with the suite's runner.
+func startLVMD(ctx context.Context, extraArgs ...string) error {
+	return testVM.StartLVMD(ctx, lvmdConfig, append([]string{"--lvm-runner", *lvmRunner}, extraArgs...)...)
+}
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if *lvmRunner != "shell" && *lvmRunner != "exec" {
+		fmt.Fprintf(os.Stderr, "FAIL: -lvmvm.runner=%q: want shell or exec\n", *lvmRunner)
+		os.Exit(2)
+	}
 	os.Exit(run(m))
 }
 
@@ -114,7 +129,8 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "FAIL: set up vgmda and vgdense: %v\n", err)
 		return 1
 	}
-	if err := testVM.StartLVMD(ctx, lvmdConfig, "--refresh-interval", "2s", "-v", "3"); err != nil {
+	fmt.Fprintf(os.Stderr, "lvmvm: lvmd runs lvm with --lvm-runner=%s\n", *lvmRunner)
+	if err := startLVMD(ctx, "--refresh-interval", "2s", "-v", "3"); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: start lvmd: %v\n", err)
 		return 1
 	}

@@ -187,7 +187,7 @@ func TestRestartLosesNothing(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d requests were cut off by the kill", failed, n)
-	if err := testVM.StartLVMD(ctx, lvmdConfig, "--refresh-interval", "2s"); err != nil {
+	if err := startLVMD(ctx, "--refresh-interval", "2s"); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
@@ -225,7 +225,7 @@ func TestRestartLosesNothing(t *testing.T) {
 	if err := testVM.StopLVMD(ctx, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := testVM.StartLVMD(ctx, lvmdConfig, "--refresh-interval", "2s"); err != nil {
+	if err := startLVMD(ctx, "--refresh-interval", "2s"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lvs.GetLV(ctx, &pb.GetLVRequest{Name: "rs00"}); status.Code(err) != codes.NotFound {
