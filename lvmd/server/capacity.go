@@ -101,10 +101,11 @@ func roundUp(size, unit uint64) uint64 {
 // PV's metadata area and rewrites it on every change; each LV adds its
 // section to that text. Measured on lvm2 2.03.16 (docs/benchmarks.md, "A
 // node full of LVs"): a thin LV named pvc-<uuid> with the tags thinlvm and
-// lv:pvc-<uuid> adds about 395 bytes, a thin snapshot of it about 410.
+// lv:pvc-<uuid> adds 395 bytes, a thin snapshot about 55 more (its origin).
 const (
 	// metadataLVBytes is the section of a thin LV or snapshot less its
-	// name and tags, rounded up from the measurement (about 300 bytes).
+	// name, tags and origin, rounded up from the measurement (about 300
+	// bytes; a snapshot's origin line adds about 15 besides the name).
 	metadataLVBytes = 384
 	// metadataTypicalLVBytes is a typical LV's whole section, the unit of
 	// vg_metadata_lvs_left: a thin snapshot with a pvc-<uuid> name and
@@ -119,11 +120,11 @@ const (
 	metadataReserveBytes = 8 << 10
 )
 
-// metadataBytes estimates what one new LV of this name and tags adds to
-// its VG's metadata: lvm writes the name once and each tag quoted, with a
-// separator.
-func metadataBytes(name string, tags []string) uint64 {
-	return uint64(metadataLVBytes+len(name)) + tagsMetadataBytes(tags)
+// metadataBytes estimates what one new LV of this name, tags and origin
+// ("" for none) adds to its VG's metadata: lvm writes the names once and
+// each tag quoted, with a separator.
+func metadataBytes(name, origin string, tags []string) uint64 {
+	return uint64(metadataLVBytes+len(name)+len(origin)) + tagsMetadataBytes(tags)
 }
 
 // tagsMetadataBytes is what tags add to an LV's section: each quoted, with
@@ -155,11 +156,12 @@ func metadataMaxCopy(size uint64) uint64 {
 	return (size-512)/2 - 512
 }
 
-// checkMetadataRoom refuses a new LV whose metadata would not fit in its
-// VG's metadata area with lvmd's reserve left. A transient snapshot (the
-// point in time a copy to another node reads, removed soon after) may use
-// half of the reserve, so that a full node still serves its volumes' data.
-func checkMetadataRoom(dc *config.DeviceClass, r *lvm.Report, name string, tags []string, transient bool) error {
+// checkMetadataRoom refuses a new LV whose metadata (need bytes, from
+// metadataBytes) would not fit in its VG's metadata area with lvmd's
+// reserve left. A transient snapshot (the point in time a copy to another
+// node reads, removed soon after) may use half of the reserve, so that a
+// full node still serves its volumes' data.
+func checkMetadataRoom(dc *config.DeviceClass, r *lvm.Report, need uint64, transient bool) error {
 	vg := r.VG(dc.VolumeGroup)
 	if vg == nil {
 		return fmt.Errorf("volume group %s: %w", dc.VolumeGroup, lvm.ErrNotFound)
@@ -167,7 +169,7 @@ func checkMetadataRoom(dc *config.DeviceClass, r *lvm.Report, name string, tags 
 	if vg.MetadataAreaSize == 0 {
 		return nil // not reported: lvm's own refusal is classified as the same error
 	}
-	need, reserve := metadataBytes(name, tags), uint64(metadataReserveBytes)
+	reserve := uint64(metadataReserveBytes)
 	if transient {
 		reserve /= 2
 	}

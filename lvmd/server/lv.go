@@ -175,7 +175,8 @@ func (s *lvService) CreateLV(ctx context.Context, req *pb.CreateLVRequest) (*pb.
 			return d.toProto(r.dc, existing), true, nil
 		}
 		tags := withTags(req.GetTags())
-		if err := checkMetadataRoom(r.dc, d.store.current().report, r.name, tags, false); err != nil {
+		meta := metadataBytes(r.name, "", tags)
+		if err := checkMetadataRoom(r.dc, d.store.current().report, meta, false); err != nil {
 			return nil, true, err
 		}
 		if err := d.checkRoom(mctx, r.dc, size); err != nil {
@@ -189,7 +190,7 @@ func (s *lvService) CreateLV(ctx context.Context, req *pb.CreateLVRequest) (*pb.
 			Path: d.devicePath(r.dc.VolumeGroup, r.name)}
 		d.store.amend(func(rep *lvm.Report) {
 			rep.LVs = append(rep.LVs, lv)
-			useMetadata(rep, r.dc.VolumeGroup, metadataBytes(r.name, tags))
+			useMetadata(rep, r.dc.VolumeGroup, meta)
 		})
 		return d.toProto(r.dc, &lv), true, nil
 	})
@@ -255,7 +256,8 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 			need = 0 // not counted against the overprovision ratio
 		}
 		tags := withTags(req.GetTags())
-		if err := checkMetadataRoom(r.dc, rep, r.name, tags, req.GetTransient()); err != nil {
+		meta := metadataBytes(r.name, src.Name, tags)
+		if err := checkMetadataRoom(r.dc, rep, meta, req.GetTransient()); err != nil {
 			return nil, true, err
 		}
 		if err := d.checkRoom(mctx, r.dc, need); err != nil {
@@ -274,7 +276,7 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 			Tags: tags, Path: d.devicePath(r.dc.VolumeGroup, r.name)}
 		d.store.amend(func(rep *lvm.Report) {
 			rep.LVs = append(rep.LVs, lv)
-			useMetadata(rep, r.dc.VolumeGroup, metadataBytes(r.name, tags))
+			useMetadata(rep, r.dc.VolumeGroup, meta)
 		})
 		if size > src.Size {
 			if err := d.extend(mctx, r.dc, r.name, size); err != nil {

@@ -220,7 +220,7 @@ func TestGetCapacityFollowsMutations(t *testing.T) {
 	want.VirtualBytes, want.AvailableBytes, want.LvCount = 8*gib, 7*gib, 3
 	// Until lvm is read again, the VG's metadata room falls by lvmd's
 	// estimate of the new LV's.
-	want.VgMetadataFreeBytes = c0.GetVgMetadataFreeBytes() - metadataBytes("c", []string{"thinlvm"})
+	want.VgMetadataFreeBytes = c0.GetVgMetadataFreeBytes() - metadataBytes("c", "", []string{"thinlvm"})
 	want.VgMetadataLvsLeft = uint32((want.VgMetadataFreeBytes - metadataReserveBytes) / metadataTypicalLVBytes)
 	got, gen1 := capacity()
 	diffCapacity(t, []*pb.DeviceClassCapacity{want}, []*pb.DeviceClassCapacity{got})

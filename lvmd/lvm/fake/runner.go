@@ -54,16 +54,20 @@ const DefaultMetadataAreaSize = 1044480
 // The fake's model of a VG's text metadata, from lvm2 2.03.16 in the test
 // VM: an empty VG's is under 768 bytes, a thin pool (with its hidden data,
 // metadata and spare LVs) adds about 1.5 KiB, a thin LV about 300 bytes
-// plus its name and tags.
+// plus its name and tags, a snapshot about 15 more and its origin's name.
 const (
 	metadataVGBytes   = 700
 	metadataPoolBytes = 1536
 	metadataLVBytes   = 300
 )
 
-func lvMetadataBytes(name string, tags []string) uint64 {
-	n := uint64(metadataLVBytes + len(name))
-	for _, t := range tags {
+// lvMetadataBytes is lv's section; a snapshot's has an origin line.
+func lvMetadataBytes(lv *LV) uint64 {
+	n := uint64(metadataLVBytes + len(lv.Name))
+	if lv.Origin != "" {
+		n += uint64(15 + len(lv.Origin))
+	}
+	for _, t := range lv.Tags {
 		n += uint64(len(t)) + 4
 	}
 	return n
@@ -91,7 +95,7 @@ func (r *Runner) metadataBytes(vg *VG) uint64 {
 	}
 	for _, lv := range r.LVs {
 		if lv.VG == vg.Name {
-			n += lvMetadataBytes(lv.Name, lv.Tags)
+			n += lvMetadataBytes(&lv)
 		}
 	}
 	return n
@@ -683,7 +687,7 @@ func (r *Runner) lvcreate(c *command) (string, error) {
 	default:
 		return "", c.unsupported("lvcreate without exactly one of --thin and --snapshot")
 	}
-	if err := r.writeMetadata(c, vg, lvMetadataBytes(lv.Name, lv.Tags)); err != nil {
+	if err := r.writeMetadata(c, vg, lvMetadataBytes(&lv)); err != nil {
 		return "", err
 	}
 	if err := r.backDevice(c, &lv); err != nil {
