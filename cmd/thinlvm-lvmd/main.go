@@ -37,6 +37,8 @@ type options struct {
 	dmsetupPath     string
 	thinDeltaPath   string
 	lvmMonitoring   bool
+	lvmRunner       string
+	shellMax        int
 	commandTimeout  time.Duration
 	refreshInterval time.Duration
 }
@@ -51,6 +53,8 @@ func main() {
 	fs.StringVar(&o.dmsetupPath, "dmsetup-path", "dmsetup", "The dmsetup binary (GetThinDelta reserves and releases thin pool metadata snapshots with it).")
 	fs.StringVar(&o.thinDeltaPath, "thin-delta-path", "thin_delta", "The thin_delta binary of thin-provisioning-tools (GetThinDelta).")
 	fs.BoolVar(&o.lvmMonitoring, "lvm-monitoring", true, "Let lvm register the volumes it activates with dmeventd (lvm.conf's activation/monitoring). In a container set it false: the host's dmeventd is not reachable from there, and lvm would start one of its own (see docs/lvmd.md).")
+	fs.StringVar(&o.lvmRunner, "lvm-runner", "shell", "How lvmd runs lvm: shell (one long-lived lvm shell takes every command, its results read from lvm's JSON log report) or exec (one lvm process per command). dmsetup and thin_delta are always processes of their own.")
+	fs.IntVar(&o.shellMax, "lvm-shell-max-commands", lvm.DefaultShellMaxCommands, "With --lvm-runner=shell: replace the lvm shell (between two commands) after this many, bounding its memory.")
 	fs.DurationVar(&o.commandTimeout, "command-timeout", 2*time.Minute, "How long lvmd waits for one lvm command. A command is never killed: past this the caller gets DeadlineExceeded, the command runs to its end, and lvmd re-reads the report before the next one.")
 	fs.DurationVar(&o.refreshInterval, "refresh-interval", 30*time.Second, "Refresh the lvm report this often when nothing changed it.")
 	klog.InitFlags(fs)
@@ -74,9 +78,32 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
-	runner := &lvm.ExecRunner{Path: o.lvmPath, DMSetupPath: o.dmsetupPath, ThinDeltaPath: o.thinDeltaPath, OnRun: metrics.ObserveLVMCommand}
+	execRunner := &lvm.ExecRunner{Path: o.lvmPath, DMSetupPath: o.dmsetupPath, ThinDeltaPath: o.thinDeltaPath, OnRun: metrics.ObserveLVMCommand}
 	if !o.lvmMonitoring {
-		runner.Config = "activation/monitoring=0"
+		execRunner.Config = "activation/monitoring=0"
+	}
+	var runner lvm.Runner = execRunner
+	switch o.lvmRunner {
+	case "exec":
+	case "shell":
+		sh := &lvm.ShellRunner{Path: o.lvmPath, Config: execRunner.Config, MaxCommands: o.shellMax, Exec: execRunner,
+			OnRun: metrics.ObserveLVMCommand, OnStart: metrics.ObserveShellStart, Log: logger.WithName("lvm-shell")}
+		sctx, scancel := context.WithTimeout(ctx, o.commandTimeout)
+		err := sh.Start(sctx)
+		scancel()
+		if err != nil {
+			return fmt.Errorf("--lvm-runner=shell: %w (--lvm-runner=exec runs one lvm process per command instead)", err)
+		}
+		defer func() {
+			cctx, ccancel := context.WithTimeout(context.Background(), o.commandTimeout)
+			defer ccancel()
+			if err := sh.Close(cctx); err != nil {
+				logger.Info("lvm shell left running", "error", err)
+			}
+		}()
+		runner = sh
+	default:
+		return fmt.Errorf("--lvm-runner: %q is neither shell nor exec", o.lvmRunner)
 	}
 	// lvm2 makes its device nodes under $DM_DEV_DIR when that is set.
 	d := server.New(cfg, runner, metrics, server.Options{CommandTimeout: o.commandTimeout, RefreshInterval: o.refreshInterval,
@@ -113,7 +140,7 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 			}
 		}()
 	}
-	logger.Info("lvmd serving", "listen", o.listen, "metricsAddress", o.metricsAddress, "deviceClasses", len(cfg.DeviceClasses))
+	logger.Info("lvmd serving", "listen", o.listen, "lvmRunner", o.lvmRunner, "metricsAddress", o.metricsAddress, "deviceClasses", len(cfg.DeviceClasses))
 
 	select {
 	case <-ctx.Done():

@@ -115,6 +115,11 @@ func (r *ExecRunner) Run(ctx context.Context, args ...string) ([]byte, error) {
 		var exitErr *exec.ExitError
 		if errors.As(err, &exitErr) {
 			cerr.ExitCode = exitErr.ExitCode()
+			if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				// Killed by someone else in the middle of its work: what it
+				// changed is not known.
+				cerr.err = fmt.Errorf("%w (%v)", ErrOutcomeUnknown, err)
+			}
 		}
 		return stdout.Bytes(), cerr
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,9 +31,10 @@ func TestMain(m *testing.M) {
 //	block DIR: create DIR/started, wait for DIR/go, create DIR/done, print "done"
 //	fail:      print an lvm error on stderr and exit 5
 //	echo ARG...: print the arguments
+//	killed:      die of SIGKILL, as lvm killed by someone else
 func helperLVM(args []string) int {
 	if len(args) == 0 {
-		return 3
+		return fakeShell()
 	}
 	switch args[0] {
 	case "block":
@@ -59,6 +61,9 @@ func helperLVM(args []string) int {
 	case "echo":
 		fmt.Print(strings.Join(args[1:], " "))
 		return 0
+	case "killed":
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		time.Sleep(time.Minute)
 	}
 	return 3
 }
@@ -260,5 +265,19 @@ func TestExecRunnerTools(t *testing.T) {
 	waitFor(t, "three observed runs", func() bool { mu.Lock(); defer mu.Unlock(); return len(observed) == 3 })
 	if want := []string{"dmsetup", "thin_delta", "dmsetup"}; strings.Join(observed, " ") != strings.Join(want, " ") {
 		t.Errorf("observed %q, want %q", observed, want)
+	}
+}
+
+// An lvm process that someone else killed may have changed anything: its
+// outcome is unknown, not a plain failure.
+func TestExecRunnerKilled(t *testing.T) {
+	t.Setenv(helperEnv, "1")
+	r := &lvm.ExecRunner{Path: os.Args[0]}
+	_, err := r.Run(context.Background(), "killed")
+	if !errors.Is(err, lvm.ErrOutcomeUnknown) {
+		t.Errorf("killed lvm: %v, want ErrOutcomeUnknown", err)
+	}
+	if _, err := r.Run(context.Background(), "fail"); err == nil || errors.Is(err, lvm.ErrOutcomeUnknown) {
+		t.Errorf("failed lvm: %v, want a failure of known outcome", err)
 	}
 }

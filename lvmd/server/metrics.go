@@ -17,6 +17,7 @@ type Metrics struct {
 	rpcErrors     *prometheus.CounterVec
 	lvmCommands   *prometheus.CounterVec
 	lvmDuration   *prometheus.HistogramVec
+	shellStarts   prometheus.Counter
 	vgSize        *prometheus.GaugeVec
 	vgFree        *prometheus.GaugeVec
 	poolSize      *prometheus.GaugeVec
@@ -59,12 +60,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"method", "code"}),
 		lvmCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "lvm_commands_total",
-			Help: "lvm processes lvmd started, by subcommand (dmsetup and thin_delta by their names) and result.",
+			Help: "lvm commands lvmd ran, by subcommand (dmsetup and thin_delta by their names) and result: each one a process of its own with --lvm-runner=exec, a line to the lvm shell with --lvm-runner=shell (dmsetup and thin_delta are always processes).",
 		}, []string{"command", "result"}),
 		lvmDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "lvm_command_duration_seconds",
-			Help: "Run time of lvm processes, by subcommand (dmsetup and thin_delta by their names).", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+			Help: "Run time of lvm commands, by subcommand (dmsetup and thin_delta by their names).", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
 		}, []string{"command"}),
+		shellStarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "lvm_shell_starts_total",
+			Help: "lvm shell processes lvmd started (--lvm-runner=shell): the first, one after each that died, and one every --lvm-shell-max-commands.",
+		}),
 		vgSize:        gauge("vg_size_bytes", "Size of the device class's volume group."),
 		vgFree:        gauge("vg_free_bytes", "Free space of the device class's volume group."),
 		poolSize:      gauge("thinpool_size_bytes", "Size of the device class's thin pool."),
@@ -84,12 +89,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Generation of the published lvm report.",
 		}),
 	}
-	reg.MustRegister(m.rpcDuration, m.rpcErrors, m.lvmCommands, m.lvmDuration, m.vgSize, m.vgFree,
+	reg.MustRegister(m.rpcDuration, m.rpcErrors, m.lvmCommands, m.lvmDuration, m.shellStarts, m.vgSize, m.vgFree,
 		m.poolSize, m.poolData, m.poolMeta, m.virtualBytes, m.availableByte, m.lvCount, m.overHighWater, m.poolHealth, m.generation)
 	return m
 }
 
-// ObserveLVMCommand records one lvm process; it fits lvm.ExecRunner.OnRun.
+// ObserveShellStart records one lvm shell process; it fits
+// lvm.ShellRunner.OnStart.
+func (m *Metrics) ObserveShellStart() { m.shellStarts.Inc() }
+
+// ObserveLVMCommand records one lvm command; it fits lvm.ExecRunner.OnRun
+// and lvm.ShellRunner.OnRun.
 func (m *Metrics) ObserveLVMCommand(command string, seconds float64, err error) {
 	result := "success"
 	if err != nil {

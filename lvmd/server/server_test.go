@@ -231,6 +231,7 @@ func TestToStatus(t *testing.T) {
 		{"lvm not found", fmt.Errorf("remove: %w", lvm.ErrNotFound), codes.NotFound},
 		{"deadline", fmt.Errorf("lvm: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
 		{"cancelled", fmt.Errorf("lvm: %w", context.Canceled), codes.Canceled},
+		{"lvm shell died", fmt.Errorf("create: %w", lvm.ErrOutcomeUnknown), codes.Unavailable},
 		{"lvm failure", fmt.Errorf("create: %w", cmdErr), codes.Internal},
 		{"plain", errors.New("boom"), codes.Internal},
 		{"status kept", status.Error(codes.Unavailable, "x"), codes.Unavailable},

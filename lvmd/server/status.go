@@ -33,6 +33,10 @@ func toStatus(err error) error {
 		code = codes.FailedPrecondition
 	case errors.Is(err, lvm.ErrNotFound):
 		code = codes.NotFound
+	case errors.Is(err, lvm.ErrOutcomeUnknown):
+		// The lvm shell died under the command: the caller retries, and
+		// lvmd re-reads the report before that.
+		code = codes.Unavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):

@@ -168,6 +168,12 @@ func (t *tracker) Run(ctx context.Context, args ...string) ([]byte, error) {
 	if errors.As(err, &still) {
 		t.s.running = append(t.s.running, still)
 	}
+	if errors.Is(err, lvm.ErrOutcomeUnknown) {
+		// The command may or may not have changed lvm: the view is not
+		// trusted until it is read again.
+		t.s.stale = true
+		t.s.markDirty()
+	}
 	return out, err
 }
 

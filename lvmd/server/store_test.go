@@ -769,3 +769,29 @@ func TestDrainWaitsForRunningCommands(t *testing.T) {
 		t.Errorf("a command started after Drain: %q", g.log())
 	}
 }
+
+// An lvm shell that dies under a command leaves its outcome unknown: the
+// caller gets Unavailable, never a wrong answer, lvmd re-reads the report
+// before the next mutation, and the retry returns what lvm really did.
+func TestOutcomeUnknown(t *testing.T) {
+	f := testRunner()
+	e := newEnv(t, testConfig(), f, envOptions{})
+	e.settle(t)
+	f.FailNext(fake.Failure{Subcommand: "lvcreate", OutcomeUnknown: true})
+	_, err := e.lv.CreateLV(t.Context(), &pb.CreateLVRequest{Name: "a", SizeBytes: gib})
+	wantCode(t, err, codes.Unavailable)
+	reports := f.Count("fullreport")
+	resp, err := e.lv.CreateLV(t.Context(), &pb.CreateLVRequest{Name: "a", SizeBytes: gib})
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if lv := resp.GetVolume(); lv.GetSizeBytes() != gib || lv.GetUuid() != fakeLV(t, f, "a").UUID {
+		t.Errorf("retry returned %v, want the LV lvm made", lv)
+	}
+	if n := f.Count("lvcreate"); n != 1 {
+		t.Errorf("%d lvcreate ran, want 1: the retry found the LV the first one made", n)
+	}
+	if f.Count("fullreport") == reports {
+		t.Error("no report read between the unknown outcome and the retry")
+	}
+}

@@ -87,6 +87,10 @@ type Failure struct {
 	// ExitCode is 0 for ExitFailed.
 	ExitCode int
 	Stderr   string
+	// OutcomeUnknown: the command takes effect, and then Run returns an
+	// error wrapping lvm.ErrOutcomeUnknown, as lvm.ShellRunner does when
+	// the shell dies before it reports (ExitCode and Stderr are unused).
+	OutcomeUnknown bool
 }
 
 // Runner is an in-memory lvm.Runner. Set its fields before the first Run;
@@ -183,9 +187,14 @@ func (r *Runner) run(args []string) ([]byte, error) {
 		r.counts = map[string]int{}
 	}
 	r.counts[sub]++
+	unknown := false
 	for i, f := range r.Failures {
 		if f.Subcommand == "" || f.Subcommand == sub {
 			r.Failures = slices.Delete(r.Failures, i, i+1)
+			if f.OutcomeUnknown {
+				unknown = true
+				break
+			}
 			code := f.ExitCode
 			if code == 0 {
 				code = ExitFailed
@@ -216,6 +225,9 @@ func (r *Runner) run(args []string) ([]byte, error) {
 		out, err = r.thinDelta(c)
 	default:
 		err = c.unsupported("subcommand %q", sub)
+	}
+	if unknown {
+		return nil, fmt.Errorf("fake lvm %s: %w", strings.Join(args, " "), lvm.ErrOutcomeUnknown)
 	}
 	if err != nil {
 		return nil, err
