@@ -340,7 +340,6 @@ func report(b *testing.B, contenders []*contender, bootSeconds float64, hcDirect
 	}
 	fmt.Fprintf(&sb, "\n%d samples per operation and contender, each after %s of quiet, round-robin; VM boot %.1fs.\n", samples, idle, bootSeconds)
 	fmt.Fprintf(&sb, "gRPC health check, median: thinlvm lvmd direct %s, TopoLVM's lvmd through the guest proxy %s.\n", hcDirect, hcProxy)
-	b.Log(sb.String())
 	fmt.Fprint(os.Stdout, sb.String())
 
 	// The counts must agree where both count the same processes.
