@@ -148,8 +148,9 @@ chaos: lvmvm-image ## The fault suite at CI size: operations while components ar
 	$(GO) test -count=1 -timeout 40m -v -run 'TestStorm' ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
 
 .PHONY: bench
-bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm.
+bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), lvmd beside TopoLVM's, 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm.
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench . -benchtime 1x ./e2e/lvmvm/...
+	cd e2e/topolvm && $(GO) test -count=1 -timeout 40m -run '^$$' -bench . -benchtime 1x ./...
 	$(GO) test -count=1 -timeout 45m -run '^$$' -bench . -benchtime 1x ./e2e/cluster/...
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e/migration/
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e/images/ $(if $(NODES),-images.nodes=$(NODES))
