@@ -37,6 +37,7 @@ verify: generate verify-imports ## Check formatting, vet, the import boundaries,
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+	cd e2e/topolvm && $(GO) vet ./... && $(GO) mod tidy -diff   # the TopoLVM benchmark's own module compiles
 	@git diff --exit-code -- . ':!go.sum' || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy/crds deploy/rbac)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy/crds deploy/rbac; exit 1; }
 
