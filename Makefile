@@ -37,6 +37,7 @@ verify: generate verify-imports ## Check formatting, vet, the import boundaries,
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+	cd e2e/topolvm && $(GO) vet ./... && $(GO) mod tidy -diff   # the TopoLVM benchmark's own module compiles
 	@git diff --exit-code -- . ':!go.sum' || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy/crds deploy/rbac)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy/crds deploy/rbac; exit 1; }
 
@@ -148,8 +149,9 @@ chaos: lvmvm-image ## The fault suite at CI size: operations while components ar
 	$(GO) test -count=1 -timeout 40m -v -run 'TestStorm' ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
 
 .PHONY: bench
-bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), a node full of LVs (about 30 min), 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm.
+bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), a node full of LVs (about 30 min), lvmd beside TopoLVM's, 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm.
 	$(GO) test -count=1 -timeout 75m -run '^$$' -bench . -benchtime 1x ./e2e/lvmvm/...
+	cd e2e/topolvm && $(GO) test -count=1 -timeout 40m -run '^$$' -bench . -benchtime 1x ./...
 	$(GO) test -count=1 -timeout 45m -run '^$$' -bench . -benchtime 1x ./e2e/cluster/...
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e/migration/
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e/images/ $(if $(NODES),-images.nodes=$(NODES))

@@ -210,7 +210,7 @@ func (r *ShellRunner) send(line string) (*shell, error) {
 		limit = DefaultShellMaxCommands
 	}
 	for attempt := 0; ; attempt++ {
-		if r.sh != nil && (r.sh.dead() || r.sh.commands >= limit) {
+		if r.sh != nil && (r.sh.retired || r.sh.dead() || r.sh.commands >= limit) {
 			r.sh.retire(r.Log)
 			r.sh = nil
 		}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -217,7 +218,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
-	gone := apierrors.IsNotFound(err) || !gi.DeletionTimestamp.IsZero()
+	// A GoldenImage that a channel still points at stays usable while it
+	// is Terminating: its finalizer holds it, and so does its base here.
+	gone := apierrors.IsNotFound(err) || !gi.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(gi, thinlvmv1.GoldenImageChannelFinalizer)
 	r.mu.Lock()
 	if pop := r.pops[name]; pop != nil && (gone || pop.uid != gi.UID) {
 		pop.cancel() // its end wakes this reconciler again

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
@@ -239,8 +240,29 @@ func TestConcurrentVolumesShareOnePopulation(t *testing.T) {
 		return false
 	})
 
-	// Deleting the GoldenImage removes the base; the volumes stay.
+	// A GoldenImage that a channel points at (its finalizer, which the
+	// controller keeps) stays usable while Terminating: its base stays.
+	controllerutil.AddFinalizer(gi, thinlvmv1.GoldenImageChannelFinalizer)
+	if err := k8s.Update(context.Background(), gi); err != nil {
+		t.Fatal(err)
+	}
 	if err := k8s.Delete(context.Background(), gi); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the reconciler sees the Terminating image
+	if _, ok := lvmd.LV(t, base); !ok {
+		t.Fatal("the base was removed while a channel still holds the image")
+	}
+	if st, _ := baseState("ubuntu"); st.State != thinlvmv1.GoldenBaseReady {
+		t.Errorf("LVMNode base %+v while a channel holds the image, want Ready", st)
+	}
+
+	// Deleting the GoldenImage removes the base; the volumes stay.
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(gi), gi); err != nil {
+		t.Fatal(err)
+	}
+	controllerutil.RemoveFinalizer(gi, thinlvmv1.GoldenImageChannelFinalizer)
+	if err := k8s.Update(context.Background(), gi); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the base removed", func() bool {
