@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // lvmdProcess is the agent's name for the lvmd process.
@@ -49,28 +48,7 @@ func (vm *VM) StartLVMD(ctx context.Context, configYAML string, extraArgs ...str
 	if err := vm.Spawn(ctx, lvmdProcess, "/share/lvmd.log", argv...); err != nil {
 		return err
 	}
-	conn, err := vm.DialLVMD()
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		resp, err := healthpb.NewHealthClient(conn).Check(hctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("lvmd not serving after 1m (%v); log:\n%s", err, vm.LVMDLog())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return vm.WaitServing(ctx, LVMDPort, vm.LVMDLog)
 }
 
 // StopLVMD sends sig to lvmd and waits for it to exit.
