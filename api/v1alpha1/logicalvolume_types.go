@@ -241,6 +241,7 @@ type TransferStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=lv
 // +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.spec.role`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
+// +kubebuilder:selectablefield:JSONPath=`.spec.nodeName`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.deviceClass`
 // +kubebuilder:printcolumn:name="Size",type=string,JSONPath=`.spec.size`
 // +kubebuilder:printcolumn:name="Current",type=string,JSONPath=`.status.currentSize`

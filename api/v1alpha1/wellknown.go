@@ -92,3 +92,8 @@ func ChannelLabel(uid types.UID) string { return ChannelLabelPrefix + string(uid
 // so whoever may create GoldenImages cannot send the namespace's other
 // Secrets to a server of their choosing.
 const ImageCredentialsLabel = "thinlvm.io/image-credentials"
+
+// LogicalVolumeNodeField is the field selector key of a LogicalVolume's
+// node (a selectable field of the CRD): each node agent lists and watches
+// only its own node's volumes.
+const LogicalVolumeNodeField = "spec.nodeName"

@@ -29,11 +29,10 @@ import (
 	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
 	"github.com/thinlvm/thinlvm/cmd/internal/manager"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/agent"
 	"github.com/thinlvm/thinlvm/node/csi"
 	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/lvmd"
-	"github.com/thinlvm/thinlvm/node/lvmnode"
-	"github.com/thinlvm/thinlvm/node/reconciler"
 	"github.com/thinlvm/thinlvm/node/transfer"
 	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
 )
@@ -51,6 +50,7 @@ type options struct {
 	probeAddress      string
 	controllers       bool
 	publishInterval   time.Duration
+	publishDrift      time.Duration
 	noSpaceRetryAfter time.Duration
 	qemuImg           string
 	scratchDir        string
@@ -78,6 +78,7 @@ func main() {
 	fs.StringVar(&o.probeAddress, "health-probe-bind-address", "0", "Health probe address; 0 disables.")
 	fs.BoolVar(&o.controllers, "controllers", true, "Run the LogicalVolume reconciler and LVMNode publisher (needs the API server); false serves CSI only.")
 	fs.DurationVar(&o.publishInterval, "lvmnode-interval", 2*time.Second, "Least time between two LVMNode status writes.")
+	fs.DurationVar(&o.publishDrift, "lvmnode-use-interval", time.Minute, "Least time between two LVMNode status writes that change only the pools' data and metadata use (and what is available by at most 1% of a pool).")
 	fs.DurationVar(&o.noSpaceRetryAfter, "no-space-retry", time.Minute, "Retry a LogicalVolume lvmd refused for lack of space after this long.")
 	fs.StringVar(&o.qemuImg, "qemu-img", "qemu-img", "qemu-img binary (name in $PATH or path) that converts qcow2 golden images; qcow2 images fail without it.")
 	fs.StringVar(&o.scratchDir, "scratch-dir", os.TempDir(), "Where a qcow2 golden image is kept between download and conversion.")
@@ -131,11 +132,10 @@ func run(o options) error {
 	}
 
 	mgr, err := manager.New(manager.Options{MetricsAddress: o.metricsAddress, MetricsSecure: o.metricsSecure,
-		MetricsExtra: lvmdMetricsHandler(o.lvmdMetrics), ProbeAddress: o.probeAddress})
+		MetricsExtra: lvmdMetricsHandler(o.lvmdMetrics), ProbeAddress: o.probeAddress, Cache: agent.Cache(o.nodeName)})
 	if err != nil {
 		return err
 	}
-	recorder := mgr.GetEventRecorder("thinlvm-node")
 	var copier *transfer.Copier
 	var endpointStatus *thinlvmv1.TransferEndpoint
 	if o.transferAddress != "0" {
@@ -145,10 +145,6 @@ func run(o options) error {
 		}
 		endpointStatus = ep
 		copier = &transfer.Copier{Reader: mgr.GetAPIReader(), TokenFile: o.transferTokenFile, Uncompressed: !o.transferZstd}
-	}
-	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, RetryAfter: o.noSpaceRetryAfter,
-		APIReader: mgr.GetAPIReader(), Recorder: recorder, Metrics: reconciler.NewMetrics(ctrlmetrics.Registry), Copier: copier}).SetupWithManager(mgr); err != nil {
-		return err
 	}
 	qemuImg, err := exec.LookPath(o.qemuImg)
 	if err != nil {
@@ -162,13 +158,11 @@ func run(o options) error {
 		}
 		peers = copier
 	}
-	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: client, NodeName: o.nodeName,
-		Writer: &golden.Writer{QemuImg: qemuImg, ScratchDir: o.scratchDir, Reader: mgr.GetAPIReader(), Namespace: o.namespace}, Recorder: recorder,
-		RetryAfter: o.goldenRetry, Metrics: golden.NewMetrics(ctrlmetrics.Registry), Copier: peers, Namespace: o.namespace}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	if err := mgr.Add(&lvmnode.Publisher{Client: mgr.GetClient(), LVMD: client, NodeName: o.nodeName, Interval: o.publishInterval, Recorder: recorder,
-		Transfer: endpointStatus}); err != nil {
+	if err := agent.Setup(mgr, agent.Options{NodeName: o.nodeName, LVMD: client, Metrics: ctrlmetrics.Registry,
+		PublishInterval: o.publishInterval, PublishDriftInterval: o.publishDrift, NoSpaceRetryAfter: o.noSpaceRetryAfter,
+		Copier: copier, Peers: peers, Transfer: endpointStatus,
+		Golden:      &golden.Writer{QemuImg: qemuImg, ScratchDir: o.scratchDir, Reader: mgr.GetAPIReader(), Namespace: o.namespace},
+		GoldenRetry: o.goldenRetry, Namespace: o.namespace}); err != nil {
 		return err
 	}
 	if err := mgr.Add(csiServer); err != nil {

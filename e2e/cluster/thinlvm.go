@@ -234,7 +234,7 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 
 // agentArgs are the node agent's test-speed intervals, after the
 // DaemonSet's args.
-var agentArgs = []string{"--lvmnode-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s"}
+var agentArgs = []string{"--lvmnode-interval=500ms", "--lvmnode-use-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s"}
 
 // nodeAgentArgs are the args AddNode adds to a node's agent, then those
 // of the last RestartVMAgent.

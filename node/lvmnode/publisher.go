@@ -32,6 +32,13 @@ type Publisher struct {
 	NodeName string
 	// Interval is the least time between two writes; default 2s.
 	Interval time.Duration
+	// DriftInterval is the least time between two writes when only the
+	// pools' use changed (DataUsed, DataPercent, MetadataPercent, and
+	// Available by at most 1%): volumes being written move
+	// those on every lvmd refresh, on every node. A change of anything
+	// else (sizes, LVs, health, the high-water mark, the VG's metadata
+	// room) is written after Interval. Default 1m.
+	DriftInterval time.Duration
 	// Retry is the wait before reconnecting a broken Watch; default 2s.
 	Retry time.Duration
 	// Recorder, when set, records an Event on the LVMNode when a pool goes
@@ -41,8 +48,9 @@ type Publisher struct {
 	// Transfer, when set, is published as the node's transfer endpoint.
 	Transfer *thinlvmv1.TransferEndpoint
 
-	mu     sync.Mutex
-	writes int
+	mu        sync.Mutex
+	writes    int
+	lastWrite time.Time
 }
 
 var _ manager.Runnable = (*Publisher)(nil)
@@ -79,13 +87,19 @@ func (p *Publisher) Start(ctx context.Context) error {
 	var pending *pb.GetCapacityResponse
 	var lastWrite time.Time
 	var timer <-chan time.Time
+	// held: the timer waits out DriftInterval for a report that changes
+	// only the pools' use; a newer report is looked at at once.
+	held := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case pending = <-latest:
+			if held {
+				timer, held = nil, false
+			}
 		case <-timer:
-			timer = nil
+			timer, held = nil, false
 		}
 		if pending == nil || timer != nil {
 			continue
@@ -94,13 +108,24 @@ func (p *Publisher) Start(ctx context.Context) error {
 			timer = time.After(wait) // rate limit: the newest report is written when it fires
 			continue
 		}
-		if err := p.publish(ctx, pending); err != nil {
+		wait, err := p.publish(ctx, pending)
+		if err != nil {
 			logger.Error(err, "publish LVMNode failed; retrying")
 			timer = time.After(orDefault(p.Retry, 2*time.Second))
 			continue
 		}
-		lastWrite, pending = time.Now(), nil
+		if wait > 0 {
+			timer, held = time.After(wait), true
+			continue
+		}
+		lastWrite, pending = p.lastWritten(), nil
 	}
+}
+
+func (p *Publisher) lastWritten() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastWrite
 }
 
 // follow streams lvmd's reports into latest, keeping only the newest.
@@ -131,19 +156,28 @@ func (p *Publisher) follow(ctx context.Context, latest chan *pb.GetCapacityRespo
 }
 
 // publish writes resp into the LVMNode, creating it (owned by the Node)
-// first when missing. It writes nothing when the status would not change.
-func (p *Publisher) publish(ctx context.Context, resp *pb.GetCapacityResponse) error {
+// first when missing. It writes nothing when the status would not change,
+// and, when only the pools' use would, nothing before DriftInterval since
+// the last write: it returns how long is left then.
+func (p *Publisher) publish(ctx context.Context, resp *pb.GetCapacityResponse) (time.Duration, error) {
 	ln := &thinlvmv1.LVMNode{}
 	err := p.Client.Get(ctx, types.NamespacedName{Name: p.NodeName}, ln)
 	if apierrors.IsNotFound(err) {
 		ln, err = p.create(ctx)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	classes := DeviceClasses(resp)
-	if equality.Semantic.DeepEqual(ln.Status.DeviceClasses, classes) && equality.Semantic.DeepEqual(ln.Status.Transfer, p.Transfer) {
-		return nil
+	if equality.Semantic.DeepEqual(ln.Status.Transfer, p.Transfer) {
+		if equality.Semantic.DeepEqual(ln.Status.DeviceClasses, classes) {
+			return 0, nil
+		}
+		if onlyUse(ln.Status.DeviceClasses, classes) {
+			if wait := orDefault(p.DriftInterval, time.Minute) - time.Since(p.lastWritten()); wait > 0 {
+				return wait, nil
+			}
+		}
 	}
 	before := ln.DeepCopy()
 	patch := client.MergeFrom(before)
@@ -152,14 +186,38 @@ func (p *Publisher) publish(ctx context.Context, resp *pb.GetCapacityResponse) e
 	now := metav1.Now()
 	ln.Status.UpdateTime = &now
 	if err := p.Client.Status().Patch(ctx, ln, patch); err != nil {
-		return fmt.Errorf("update LVMNode %s status: %w", p.NodeName, err)
+		return 0, fmt.Errorf("update LVMNode %s status: %w", p.NodeName, err)
 	}
 	p.mu.Lock()
 	p.writes++
+	p.lastWrite = time.Now()
 	p.mu.Unlock()
 	p.recordChanges(ln, before.Status.DeviceClasses, classes)
 	log.FromContext(ctx).V(2).Info("LVMNode status written", "node", klog.KRef("", p.NodeName), "generation", resp.GetGeneration())
-	return nil
+	return 0, nil
+}
+
+// onlyUse reports whether the device classes before and now differ only in
+// the pools' data and metadata use, and in what is available by at most 1%
+// of what before says.
+func onlyUse(before, now []thinlvmv1.DeviceClassStatus) bool {
+	if len(before) != len(now) {
+		return false
+	}
+	for i := range now {
+		a, b := before[i], now[i]
+		a.DataUsed, a.DataPercent, a.MetadataPercent = b.DataUsed, b.DataPercent, b.MetadataPercent
+		// What is available follows the data use once the pool's written
+		// space, not the ratio, bounds it: a move within 1% of what was
+		// published is use too.
+		if d := a.Available.Value() - b.Available.Value(); d*100 <= a.Available.Value() && -d*100 <= a.Available.Value() {
+			a.Available = b.Available
+		}
+		if !equality.Semantic.DeepEqual(a, b) {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *Publisher) create(ctx context.Context) (*thinlvmv1.LVMNode, error) {

@@ -178,7 +178,9 @@ func TestPublisherPoolEvents(t *testing.T) {
 	}
 	f := startLVMD(t)
 	rec := events.NewFakeRecorder(20)
-	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "full-node", Interval: 50 * time.Millisecond, Retry: 50 * time.Millisecond, Recorder: rec}
+	// Every change is written here, use alone too (DriftInterval).
+	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "full-node", Interval: 50 * time.Millisecond, DriftInterval: time.Millisecond,
+		Retry: 50 * time.Millisecond, Recorder: rec}
 	go func() { _ = p.Start(ctx) }()
 	eventually(t, "the LVMNode", func() bool { ln := lvmNode(t, "full-node"); return ln != nil && len(ln.Status.DeviceClasses) == 1 })
 
@@ -284,4 +286,65 @@ func TestPublisherVGMetadataEvents(t *testing.T) {
 	}
 	eventually(t, "room again", func() bool { return left() > 0 })
 	wantEvent("Normal VGMetadataRoom device class ssd: volume group vg0's metadata area has room for")
+}
+
+// Data written into a pool moves its use on every lvmd refresh, on every
+// node: a change of use alone waits out DriftInterval, while a change of
+// anything else is written at once, with the newest use.
+func TestPublisherHoldsUseDrift(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := k8sClient.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "drift-node"}}); err != nil {
+		t.Fatal(err)
+	}
+	f := startLVMD(t)
+	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "drift-node", Interval: 50 * time.Millisecond, DriftInterval: time.Hour}
+	defer cancel() // before lvmd stops
+	go func() { _ = p.Start(ctx) }()
+	eventually(t, "the LVMNode", func() bool { ln := lvmNode(t, "drift-node"); return ln != nil && len(ln.Status.DeviceClasses) == 1 })
+	writes := p.Writes()
+
+	// 12.5% to 13% of the 8 GiB pool: what is available, (8 GiB - used)
+	// times 4, moves from 28 GiB by 0.16 GiB, within 1%.
+	for i := range 5 {
+		f.LVM.SetPoolUsage("vg0", "pool0", 12.6+float64(i)*0.1, 10.5+float64(i)*0.1)
+		time.Sleep(100 * time.Millisecond) // five lvmd refreshes each
+	}
+	if p.Writes() != writes {
+		t.Errorf("use drift was written %d times before DriftInterval", p.Writes()-writes)
+	}
+	if got := lvmNode(t, "drift-node").Status.DeviceClasses[0].DataPercent; got != "12.50" {
+		t.Errorf("DataPercent %s, want the first report's 12.50 until DriftInterval", got)
+	}
+
+	// A new LV is written at once, with the newest use.
+	f.LVM.AddLV(fake.LV{VG: "vg0", Pool: "pool0", Name: "lv9", Size: gib, Tags: []string{"thinlvm"}})
+	eventually(t, "the new LV count", func() bool { return lvmNode(t, "drift-node").Status.DeviceClasses[0].LVCount == 4 })
+	if got := lvmNode(t, "drift-node").Status.DeviceClasses[0].DataPercent; got != "13.00" {
+		t.Errorf("DataPercent %s after a significant change, want the newest 13.00", got)
+	}
+
+	// A drift of more than 1% in what is available is written.
+	writes = p.Writes()
+	f.LVM.SetPoolUsage("vg0", "pool0", 20, 10.5)
+	eventually(t, "a large use change", func() bool { return lvmNode(t, "drift-node").Status.DeviceClasses[0].DataPercent == "20.00" })
+	if p.Writes() != writes+1 {
+		t.Errorf("a large use change made %d writes, want 1", p.Writes()-writes)
+	}
+}
+
+// With a short DriftInterval a change of use alone is written once it has
+// passed.
+func TestPublisherWritesUseAfterDriftInterval(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := k8sClient.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "drift-node-2"}}); err != nil {
+		t.Fatal(err)
+	}
+	f := startLVMD(t)
+	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "drift-node-2", Interval: 50 * time.Millisecond, DriftInterval: 500 * time.Millisecond}
+	go func() { _ = p.Start(ctx) }()
+	eventually(t, "the LVMNode", func() bool { ln := lvmNode(t, "drift-node-2"); return ln != nil && len(ln.Status.DeviceClasses) == 1 })
+	f.LVM.SetPoolUsage("vg0", "pool0", 12.7, 10.5)
+	eventually(t, "the drift written", func() bool { return lvmNode(t, "drift-node-2").Status.DeviceClasses[0].DataPercent == "12.70" })
 }

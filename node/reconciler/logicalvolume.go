@@ -137,6 +137,7 @@ func (r *LogicalVolumeReconciler) copyPoll() time.Duration {
 
 // waitingForBase lists this node's LogicalVolumes that wait for a golden
 // base, for a change of the node's LVMNode: its bases are reported there.
+// The agent's cache holds only this node's volumes (agent.Cache).
 func (r *LogicalVolumeReconciler) waitingForBase(ctx context.Context, _ client.Object) []reconcile.Request {
 	list := &thinlvmv1.LogicalVolumeList{}
 	if err := r.Client.List(ctx, list); err != nil {
@@ -381,7 +382,7 @@ func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.Lo
 		return "", refuse(thinlvmv1.ReasonUnsupported, "source kind %s is not supported by this node agent", src.Kind)
 	}
 	from := &thinlvmv1.LogicalVolume{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: src.Name}, from); err != nil {
+	if err := r.getLV(ctx, src.Name, from); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", refuse(thinlvmv1.ReasonSourceNotFound, "source LogicalVolume %s not found", src.Name)
 		}
@@ -408,6 +409,16 @@ func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.Lo
 		return "", refuse(thinlvmv1.ReasonSourceMismatch, "LV %s is not the LV of source LogicalVolume %s (tags %v)", name, src.Name, got.GetVolume().GetTags())
 	}
 	return name, nil
+}
+
+// getLV reads the LogicalVolume name: from the cache, which holds only this
+// node's volumes, else from the API server (a source on another node).
+func (r *LogicalVolumeReconciler) getLV(ctx context.Context, name string, lv *thinlvmv1.LogicalVolume) error {
+	err := r.Client.Get(ctx, types.NamespacedName{Name: name}, lv)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		err = r.APIReader.Get(ctx, types.NamespacedName{Name: name}, lv)
+	}
+	return err
 }
 
 // onOtherNode is sourceLV's answer for a source on another node: the

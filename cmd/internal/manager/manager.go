@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
@@ -31,6 +32,9 @@ type Options struct {
 	// while this process holds that lease in LeaderElectionNamespace.
 	LeaderElectionID        string
 	LeaderElectionNamespace string
+	// Cache narrows what the manager's cache holds (the node agent's holds
+	// only its node's objects).
+	Cache cache.Options
 }
 
 // New makes the manager, with a liveness check that answers while the
@@ -49,6 +53,7 @@ func New(o Options) (ctrl.Manager, error) {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   o.Cache,
 		Metrics:                 metricsOptions(o.MetricsAddress, o.MetricsSecure, o.MetricsExtra),
 		HealthProbeBindAddress:  o.ProbeAddress,
 		LeaderElection:          o.LeaderElectionID != "",
