@@ -42,6 +42,9 @@ type Options struct {
 	// DevDir, when set, backs every LV by a file there (fake.Runner.DevDir),
 	// which lvmd reports as the LV's device path.
 	DevDir string
+	// RefreshInterval is how often lvmd re-reads lvm when nothing changed
+	// through it; 0 for the package's RefreshInterval.
+	RefreshInterval time.Duration
 }
 
 // LVMD is a running lvmd and a client of it; its client methods go through
@@ -98,8 +101,12 @@ func Run(o Options) (l *LVMD, stop func(), err error) {
 		}
 	}
 	r.DevDir = o.DevDir
+	refresh := o.RefreshInterval
+	if refresh == 0 {
+		refresh = RefreshInterval
+	}
 	d := server.New(cfg, r, server.NewMetrics(prometheus.NewRegistry()),
-		server.Options{CommandTimeout: 20 * time.Second, RefreshInterval: RefreshInterval, DevDir: o.DevDir}, logr.Discard())
+		server.Options{CommandTimeout: 20 * time.Second, RefreshInterval: refresh, DevDir: o.DevDir}, logr.Discard())
 	var stops []func()
 	stop = func() {
 		for _, f := range slices.Backward(stops) {
