@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,6 +107,7 @@ func BenchmarkHollowNodes(b *testing.B) {
 		r.obsAfterVolumes = h.observedMemory()
 		r.p50, r.p99, r.batch = h.claims(size, *claimsFlag)
 		r.steady = h.steady(size, *steadyFlag)
+		r.writingWrites = h.writing(size, 2*time.Minute)
 		r.controller, r.scheduler, r.apiserver = h.rss("thinlvm-controller"), h.rss("thinlvm-scheduler"), h.rss("kube-apiserver")
 		r.obsEnd = h.observedMemory()
 		r.shared = h.sharedMemory()
@@ -114,8 +116,8 @@ func BenchmarkHollowNodes(b *testing.B) {
 		rows = append(rows, r)
 		fmt.Printf("\n%s\n", r)
 	}
-	fmt.Println("\n| nodes | volumes | claims | claim-to-Bound p50 / p99 / batch | steady: agent requests /node/min | API server thinlvm.io requests /node/min | watch events sent /node/min | observed agent RSS / heap (start, +volumes, end) | other nodes' events to it | controller RSS | scheduler RSS | kube-apiserver RSS | LVMNode writes in a 20-volume burst |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("\n| nodes | volumes | claims | claim-to-Bound p50 / p99 / batch | steady: agent requests /node/min | API server thinlvm.io requests /node/min | watch events sent /node/min | observed agent RSS / heap (start, +volumes, end) | other nodes' events to it | RSS per agent, shared process | controller RSS | scheduler RSS | kube-apiserver RSS | LVMNode writes /node/min: idle, all pools written | LVMNode writes in a 20-volume burst |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Println(r.markdown(*volumesFlag, *claimsFlag))
 	}
@@ -146,23 +148,25 @@ type row struct {
 	burstWrites                      float64
 	burstMinutes                     float64
 	shared                           float64 // RSS per agent in a process of many
+	writingWrites                    float64 // LVMNode writes per node per minute while every pool's use grows
 }
 
 func mib(v float64) string { return fmt.Sprintf("%.0f MiB", v/(1<<20)) }
 
 func (r row) String() string {
-	return fmt.Sprintf("%d nodes: claim-to-Bound p50 %.1fs p99 %.1fs batch %.1fs; steady %.1f min: agents %.2f req/node/min (%s), API server thinlvm.io %.2f req/node/min (%s), watch events sent %.2f /node/min, LVMNode writes %.3f /node/min; observed agent RSS %s/%s/%s heap %s/%s/%s, other nodes' events %.0f; %s RSS per agent in the shared processes; controller %s scheduler %s kube-apiserver %s; burst of 20 volumes: %.0f LVMNode writes in %.2f min",
+	return fmt.Sprintf("%d nodes: claim-to-Bound p50 %.1fs p99 %.1fs batch %.1fs; steady %.1f min: agents %.2f req/node/min (%s), API server thinlvm.io %.2f req/node/min (%s), watch events sent %.2f /node/min, LVMNode writes %.3f /node/min (%.2f while every volume is written); observed agent RSS %s/%s/%s heap %s/%s/%s, other nodes' events %.0f; %s RSS per agent in the shared processes; controller %s scheduler %s kube-apiserver %s; burst of 20 volumes: %.0f LVMNode writes in %.2f min",
 		r.nodes, r.p50.Seconds(), r.p99.Seconds(), r.batch.Seconds(), r.steady.minutes, r.steady.agentRequests, r.steady.agentDetail,
-		r.steady.apiThinlvm, r.steady.apiDetail, r.steady.apiWatchEvents, r.steady.lvmnodeWrites,
+		r.steady.apiThinlvm, r.steady.apiDetail, r.steady.apiWatchEvents, r.steady.lvmnodeWrites, r.writingWrites,
 		mib(r.obsBefore.rss), mib(r.obsAfterVolumes.rss), mib(r.obsEnd.rss), mib(r.obsBefore.heap), mib(r.obsAfterVolumes.heap), mib(r.obsEnd.heap),
 		r.obsForeign, fmt.Sprintf("%.1f MiB", r.shared/(1<<20)), mib(r.controller), mib(r.scheduler), mib(r.apiserver), r.burstWrites, r.burstMinutes)
 }
 
 func (r row) markdown(volumes, claims int) string {
-	return fmt.Sprintf("| %d | %d | %d | %.1f s / %.1f s / %.0f s | %.2f | %.2f | %.2f | %s / %s, %s / %s, %s / %s | %.0f | %s | %s | %s | %.0f in %.1f s |",
-		r.nodes, r.nodes*volumes, claims, r.p50.Seconds(), r.p99.Seconds(), r.batch.Seconds(), r.steady.agentRequests, r.steady.apiThinlvm,
+	return fmt.Sprintf("| %d | %d | %d | %.1f s / %.1f s / %.0f s | %.2f | %.2f | %.2f | %s / %s, %s / %s, %s / %s | %.0f | %.1f MiB | %s | %s | %s | %.3f, %.2f | %.0f in %.1f s |",
+		r.nodes, (r.nodes-1)*volumes, claims, r.p50.Seconds(), r.p99.Seconds(), r.batch.Seconds(), r.steady.agentRequests, r.steady.apiThinlvm,
 		r.steady.apiWatchEvents, mib(r.obsBefore.rss), mib(r.obsBefore.heap), mib(r.obsAfterVolumes.rss), mib(r.obsAfterVolumes.heap),
-		mib(r.obsEnd.rss), mib(r.obsEnd.heap), r.obsForeign, mib(r.controller), mib(r.scheduler), mib(r.apiserver), r.burstWrites, r.burstMinutes*60)
+		mib(r.obsEnd.rss), mib(r.obsEnd.heap), r.obsForeign, r.shared/(1<<20), mib(r.controller), mib(r.scheduler), mib(r.apiserver),
+		r.steady.lvmnodeWrites, r.writingWrites, r.burstWrites, r.burstMinutes*60)
 }
 
 type bench struct {
@@ -479,6 +483,26 @@ func (h *bench) steady(size int, window time.Duration) steadyState {
 	}
 	s.agentDetail, s.apiDetail = strings.Join(agentParts, ", "), strings.Join(apiParts, ", ")
 	return s
+}
+
+// writing has every hollow node's pool use grow for window, as volumes
+// being written make it, and returns the LVMNode status writes per node per
+// minute.
+func (h *bench) writing(size int, window time.Duration) float64 {
+	signal := func() {
+		for _, p := range h.procs {
+			if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+				h.b.Fatal(err)
+			}
+		}
+	}
+	key := `apiserver_request_total{verb="PATCH",group="thinlvm.io",resource="lvmnodes",subresource="status"}`
+	before := h.apiMetrics()[key]
+	t0 := time.Now()
+	signal()
+	time.Sleep(window)
+	signal()
+	return (h.apiMetrics()[key] - before) / float64(size) / time.Since(t0).Minutes()
 }
 
 // agentMetrics sums the hollow-node processes' metrics.

@@ -6,6 +6,7 @@
 package lvmdtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -45,6 +46,9 @@ type Options struct {
 	// RefreshInterval is how often lvmd re-reads lvm when nothing changed
 	// through it; 0 for the package's RefreshInterval.
 	RefreshInterval time.Duration
+	// BufferSize is the in-process connection's buffer each way; 0 for
+	// 1 MiB. Thousands of lvmds in one process want less.
+	BufferSize int
 }
 
 // LVMD is a running lvmd and a client of it; its client methods go through
@@ -119,7 +123,7 @@ func Run(o Options) (l *LVMD, stop func(), err error) {
 		stop()
 		return nil, nil, fmt.Errorf("start lvmd: %w", err)
 	}
-	lis := bufconn.Listen(1 << 20)
+	lis := bufconn.Listen(cmp.Or(o.BufferSize, 1<<20))
 	s := grpc.NewServer(grpc.UnaryInterceptor(d.UnaryInterceptor), grpc.StreamInterceptor(d.StreamInterceptor))
 	d.Register(s)
 	go func() { _ = s.Serve(lis) }()

@@ -21,6 +21,7 @@ import (
 	goruntime "runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,6 +44,9 @@ import (
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	"github.com/thinlvm/thinlvm/node/agent"
 )
+
+// writing is whether the simulated volumes are being written.
+var writing atomic.Bool
 
 // Node is one hollow node: its name and the token of its agent.
 type Node struct {
@@ -121,6 +125,15 @@ func run(nodesFile, server, caFile, listen string, refresh time.Duration, parall
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer cancel()
+	// SIGUSR1 toggles writing: every pool's data use then grows a little
+	// every 10s, as volumes being written move it.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		for range usr1 {
+			writing.Store(!writing.Load())
+		}
+	}()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, parallel)
 	for _, n := range nodes {
@@ -144,11 +157,27 @@ func run(nodesFile, server, caFile, listen string, refresh time.Duration, parall
 func runAgent(ctx context.Context, n Node, server, caFile string, refresh time.Duration, scheme *runtime.Scheme, m *metrics, started func()) error {
 	once := sync.OnceFunc(started)
 	defer once()
-	lvmd, stop, err := lvmdtest.Run(lvmdtest.Options{RefreshInterval: refresh})
+	lvmd, stop, err := lvmdtest.Run(lvmdtest.Options{RefreshInterval: refresh, BufferSize: 64 << 10})
 	if err != nil {
 		return err
 	}
 	defer stop()
+	go func() {
+		use := 1.0
+		tick := time.NewTicker(10 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if writing.Load() {
+					use += 0.01
+					lvmd.LVM.SetPoolUsage("vg0", "pool0", use, 1)
+				}
+			}
+		}
+	}()
 	cfg := &rest.Config{Host: server, BearerToken: n.Token, TLSClientConfig: rest.TLSClientConfig{CAFile: caFile},
 		UserAgent: "thinlvm-node/hollow (" + n.Name + ")"}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &counting{next: rt, m: m} })
