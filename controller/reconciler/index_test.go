@@ -57,3 +57,22 @@ func TestPVNodes(t *testing.T) {
 		}
 	}
 }
+
+// baseImages keys the LVMNode indexes by the images named in the node's
+// bases, whatever their state or LV, each once.
+func TestBaseImages(t *testing.T) {
+	n := &thinlvmv1.LVMNode{Status: thinlvmv1.LVMNodeStatus{GoldenBases: []thinlvmv1.GoldenBaseStatus{
+		{Name: "ubuntu", LV: "golden-old", State: thinlvmv1.GoldenBaseFailed},
+		{Name: "fedora", LV: "golden-f", State: thinlvmv1.GoldenBasePopulating},
+		{Name: "ubuntu", LV: "golden-new", State: thinlvmv1.GoldenBaseReady},
+	}}}
+	if got := baseImages(n); !slices.Equal(got, []string{"ubuntu", "fedora"}) {
+		t.Errorf("baseImages = %v, want [ubuntu fedora]", got)
+	}
+	if got := baseImages(&thinlvmv1.LVMNode{}); got != nil {
+		t.Errorf("baseImages of a node without bases = %v", got)
+	}
+	if got := baseImages(&corev1.Node{}); got != nil {
+		t.Errorf("baseImages of a Node = %v", got)
+	}
+}
