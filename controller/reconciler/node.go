@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -84,7 +85,10 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 	// A Node matters when it goes, or when it still has the old finalizer:
-	// not at each of its status updates.
+	// not at each of its status updates. Nodes are cached as metadata only
+	// (their name and finalizers are all the cleanup reads): a whole Node,
+	// with its images and conditions, weighs kilobytes, times every node
+	// of the cluster.
 	nodeEvents := predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return controllerutil.ContainsFinalizer(e.Object, NodeFinalizer) },
 		UpdateFunc:  func(e event.UpdateEvent) bool { return controllerutil.ContainsFinalizer(e.ObjectNew, NodeFinalizer) },
@@ -93,7 +97,7 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("node-cleanup").
-		For(&corev1.Node{}, builder.WithPredicates(nodeEvents)).
+		For(&corev1.Node{}, builder.OnlyMetadata, builder.WithPredicates(nodeEvents)).
 		Watches(&thinlvmv1.LogicalVolume{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			lv, ok := o.(*thinlvmv1.LogicalVolume)
 			if !ok || lv.Spec.NodeName == "" {
@@ -106,7 +110,8 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	node := &corev1.Node{}
+	node := &metav1.PartialObjectMetadata{}
+	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
 	err := r.Client.Get(ctx, req.NamespacedName, node)
 	if apierrors.IsNotFound(err) {
 		err = r.APIReader.Get(ctx, req.NamespacedName, node) // the cache may lag a new Node
