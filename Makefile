@@ -149,7 +149,7 @@ chaos: lvmvm-image ## The fault suite at CI size: operations while components ar
 	$(GO) test -count=1 -timeout 40m -v -run 'TestStorm' ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
 
 .PHONY: bench
-bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), a node full of LVs (about 30 min), lvmd beside TopoLVM's, 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm.
+bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), a node full of LVs (about 30 min), lvmd beside TopoLVM's, 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm, the controller's GetCapacity against 2,000 LVMNodes.
 	$(GO) test -count=1 -timeout 75m -run '^$$' -bench . -benchtime 1x ./e2e/lvmvm/...
 	cd e2e/topolvm && $(GO) test -count=1 -timeout 40m -run '^$$' -bench . -benchtime 1x ./...
 	$(GO) test -count=1 -timeout 45m -run '^$$' -bench . -benchtime 1x ./e2e/cluster/...
@@ -159,6 +159,8 @@ bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), a node full of LVs
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 20000x ./scheduler/plugin/...
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 20m -run '^$$' -bench . -benchtime 1x ./e2e/schedbench/...
+	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 10m -run '^$$' -bench . -benchtime 2000x ./controller/csi/
 
 .PHONY: demo
 demo: lvmvm-image ## A local cluster and a real-LVM VM node, thinlvm installed from deploy/, VM disks from a golden image.
