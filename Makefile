@@ -149,7 +149,7 @@ chaos: lvmvm-image ## The fault suite at CI size: operations while components ar
 	$(GO) test -count=1 -timeout 40m -v -run 'TestStorm' ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
 
 .PHONY: bench
-bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), a node full of LVs (about 30 min), lvmd beside TopoLVM's, 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm, hollow nodes at 1,000 and 5,000 (HOLLOW_SIZES=a,b).
+bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), a node full of LVs (about 30 min), lvmd beside TopoLVM's, 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm, the controller's GetCapacity against 2,000 LVMNodes, hollow nodes at 1,000 and 5,000 (HOLLOW_SIZES=a,b).
 	$(GO) test -count=1 -timeout 75m -run '^$$' -bench . -benchtime 1x ./e2e/lvmvm/...
 	cd e2e/topolvm && $(GO) test -count=1 -timeout 40m -run '^$$' -bench . -benchtime 1x ./...
 	$(GO) test -count=1 -timeout 45m -run '^$$' -bench . -benchtime 1x ./e2e/cluster/...
@@ -160,6 +160,8 @@ bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), a node full of LVs
 	$(GO) test -count=1 -timeout 150m -run '^$$' -bench . -benchtime 1x ./e2e/hollow/ $(if $(HOLLOW_SIZES),-hollow.sizes=$(HOLLOW_SIZES))
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 20m -run '^$$' -bench . -benchtime 1x ./e2e/schedbench/...
+	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 10m -run '^$$' -bench . -benchtime 2000x ./controller/csi/
 
 .PHONY: demo
 demo: lvmvm-image ## A local cluster and a real-LVM VM node, thinlvm installed from deploy/, VM disks from a golden image.

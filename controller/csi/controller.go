@@ -609,22 +609,29 @@ func (s *ControllerServer) ValidateVolumeCapabilities(ctx context.Context, req *
 }
 
 // GetCapacity implements csi.ControllerServer: the available bytes of the
-// device class on the topology segment's node, from its LVMNode; without a
-// segment, the sum over all nodes.
+// device class on the topology segment's node, from its LVMNode (read by
+// name: the provisioner's capacity tracking asks once per node and class);
+// without a segment, the sum over all nodes.
 func (s *ControllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
 	class := req.GetParameters()[thinlvmv1.DeviceClassParameter]
-	nodes := &thinlvmv1.LVMNodeList{}
-	if err := s.Client.List(ctx, nodes); err != nil {
-		return nil, status.Errorf(codes.Internal, "list LVMNodes: %v", err)
-	}
-	want := topologyNode(req.GetAccessibleTopology())
-	var total, largest int64
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if want != "" && n.Name != want {
-			continue
+	var nodes []thinlvmv1.LVMNode
+	if want := topologyNode(req.GetAccessibleTopology()); want != "" {
+		node := thinlvmv1.LVMNode{}
+		if err := s.Client.Get(ctx, types.NamespacedName{Name: want}, &node); err == nil {
+			nodes = append(nodes, node)
+		} else if !apierrors.IsNotFound(err) {
+			return nil, status.Errorf(codes.Internal, "get LVMNode %s: %v", want, err)
 		}
-		if dc := n.Status.DeviceClass(class); dc != nil {
+	} else {
+		list := &thinlvmv1.LVMNodeList{}
+		if err := s.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, status.Errorf(codes.Internal, "list LVMNodes: %v", err)
+		}
+		nodes = list.Items
+	}
+	var total, largest int64
+	for i := range nodes {
+		if dc := nodes[i].Status.DeviceClass(class); dc != nil {
 			total = sizes.Add(total, dc.Available.Value())
 			largest = max(largest, dc.Available.Value())
 		}
@@ -701,17 +708,31 @@ func (s *ControllerServer) DeleteSnapshot(ctx context.Context, req *csi.DeleteSn
 }
 
 // ListSnapshots implements csi.ControllerServer, in name order, paged by an
-// index token. It lists every LogicalVolume and keeps those whose
-// spec.role is Snapshot: a label selector would let anyone who may label
-// an object decide what is a snapshot.
+// index token. It keeps the LogicalVolumes whose spec.role is Snapshot: a
+// label selector would let anyone who may label an object decide what is a
+// snapshot. A snapshot_id (the snapshotter's look-up of a pre-provisioned
+// snapshot) is read by its name; otherwise every LogicalVolume in the
+// cache is walked, without copying them.
 func (s *ControllerServer) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
-	list := &thinlvmv1.LogicalVolumeList{}
-	if err := s.Client.List(ctx, list); err != nil {
-		return nil, status.Errorf(codes.Internal, "list snapshots: %v", err)
+	var lvs []thinlvmv1.LogicalVolume
+	if id := req.GetSnapshotId(); id != "" {
+		lv, err := s.getLV(ctx, id)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", id, err)
+		}
+		if err == nil {
+			lvs = append(lvs, *lv)
+		}
+	} else {
+		list := &thinlvmv1.LogicalVolumeList{}
+		if err := s.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, status.Errorf(codes.Internal, "list snapshots: %v", err)
+		}
+		lvs = list.Items
 	}
 	var snaps []*csi.Snapshot
-	for i := range list.Items {
-		lv := &list.Items[i]
+	for i := range lvs {
+		lv := &lvs[i]
 		if !isSnapshot(lv) || !ready(lv) || !lv.DeletionTimestamp.IsZero() {
 			continue
 		}
@@ -740,7 +761,7 @@ func (s *ControllerServer) ListSnapshots(ctx context.Context, req *csi.ListSnaps
 // token, so that an operator sees what was made and what leaked.
 func (s *ControllerServer) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
 	list := &thinlvmv1.LogicalVolumeList{}
-	if err := s.Client.List(ctx, list); err != nil {
+	if err := s.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, status.Errorf(codes.Internal, "list volumes: %v", err)
 	}
 	var vols []*csi.Volume

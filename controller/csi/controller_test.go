@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -356,6 +357,27 @@ func TestSnapshotsClonesAndSourceNode(t *testing.T) {
 	if len(ids) != 4 {
 		t.Errorf("listed %v, want 4 snapshots of pvc-src", ids)
 	}
+	// By ID: the snapshot, nothing for a volume's ID or an unknown one,
+	// and nothing when the source does not match.
+	for _, c := range []struct {
+		req  *csispec.ListSnapshotsRequest
+		want []string
+	}{
+		{&csispec.ListSnapshotsRequest{SnapshotId: "snapshot-abc"}, []string{"snapshot-abc"}},
+		{&csispec.ListSnapshotsRequest{SnapshotId: "snapshot-abc", SourceVolumeId: v.GetVolumeId()}, []string{"snapshot-abc"}},
+		{&csispec.ListSnapshotsRequest{SnapshotId: "snapshot-abc", SourceVolumeId: "pvc-clone"}, nil},
+		{&csispec.ListSnapshotsRequest{SnapshotId: v.GetVolumeId()}, nil},
+		{&csispec.ListSnapshotsRequest{SnapshotId: "no-such"}, nil},
+	} {
+		resp, err := srv.ListSnapshots(ctx, c.req)
+		var got []string
+		for _, e := range resp.GetEntries() {
+			got = append(got, e.GetSnapshot().GetSnapshotId())
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("ListSnapshots(%v): %v %v, want %v", c.req, got, err, c.want)
+		}
+	}
 	if _, err := srv.ListSnapshots(ctx, &csispec.ListSnapshotsRequest{StartingToken: "bogus"}); status.Code(err) != codes.Aborted {
 		t.Errorf("bad token: %v, want Aborted", err)
 	}
@@ -393,6 +415,17 @@ func TestExpandDeleteCapacity(t *testing.T) {
 	}
 	if c, _ := srv.GetCapacity(ctx, &csispec.GetCapacityRequest{Parameters: map[string]string{thinlvmv1.DeviceClassParameter: "nvme"}}); c.GetAvailableCapacity() != 0 {
 		t.Errorf("capacity of an unknown class %v", c)
+	}
+	c, err = srv.GetCapacity(ctx, &csispec.GetCapacityRequest{AccessibleTopology: &csispec.Topology{Segments: map[string]string{thinlvmv1.TopologyKey: "no-such-node"}}})
+	if err != nil || c.GetAvailableCapacity() != 0 || c.GetMaximumVolumeSize().GetValue() != 0 {
+		t.Errorf("capacity of a node without an LVMNode: %v %v, want 0", c, err)
+	}
+	// Without a segment: the sum over the nodes, the largest one's as the
+	// maximum (the LVMNodes' reports, which the fake agents do not
+	// change).
+	c, err = srv.GetCapacity(ctx, &csispec.GetCapacityRequest{})
+	if err != nil || c.GetAvailableCapacity() != 112<<30 || c.GetMaximumVolumeSize().GetValue() != 100<<30 {
+		t.Errorf("capacity of all nodes: %v %v, want 112Gi, largest 100Gi", c, err)
 	}
 }
 

@@ -8,6 +8,9 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
@@ -42,15 +45,39 @@ func (s *ControllerServer) pickNode(ctx context.Context, ar *csi.TopologyRequire
 			return node, nil
 		}
 	}
-	nodes := &thinlvmv1.LVMNodeList{}
-	if err := s.Client.List(ctx, nodes); err != nil {
-		return "", status.Errorf(codes.Internal, "list LVMNodes: %v", err)
+	nodes, err := s.candidateNodes(ctx, candidates)
+	if err != nil {
+		return "", err
 	}
 	var images []*thinlvmv1.GoldenImage
 	if image != nil {
 		images = append(images, image)
 	}
-	return place(nodes.Items, candidates, class, want, images)
+	return place(nodes, candidates, class, want, images)
+}
+
+// candidateNodes reads the LVMNodes place needs: the one candidate's by
+// its name (an LVMNode is named after its node), the scheduler's choice of
+// every WaitForFirstConsumer claim; otherwise every LVMNode in the cache,
+// which place ranks (no candidates) or looks up (several: Immediate
+// binding names every node the driver runs on). That walk is inherent
+// to placing without the scheduler; it copies no object, and place only
+// reads them. A candidate without an LVMNode is absent from the result.
+func (s *ControllerServer) candidateNodes(ctx context.Context, candidates []string) ([]thinlvmv1.LVMNode, error) {
+	if len(candidates) == 1 {
+		node := thinlvmv1.LVMNode{}
+		if err := s.Client.Get(ctx, types.NamespacedName{Name: candidates[0]}, &node); apierrors.IsNotFound(err) {
+			return nil, nil
+		} else if err != nil {
+			return nil, status.Errorf(codes.Internal, "get LVMNode %s: %v", candidates[0], err)
+		}
+		return []thinlvmv1.LVMNode{node}, nil
+	}
+	nodes := &thinlvmv1.LVMNodeList{}
+	if err := s.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, status.Errorf(codes.Internal, "list LVMNodes: %v", err)
+	}
+	return nodes.Items, nil
 }
 
 // topologyNodes are the nodes accessibility requirements name, preferred

@@ -24,9 +24,14 @@ import (
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
 
-// indexGoldenImageSource indexes LogicalVolumes by the GoldenImage they
-// are made from.
-const indexGoldenImageSource = "thinlvm.io/golden-image-source"
+// Field indexes of the channel reconciler's cache: LogicalVolumes by the
+// GoldenImage they are made from, and LVMNodes by the images they report
+// bases of (baseImages; the GoldenImage reconciler keeps an index of its
+// own, as either runs without the other).
+const (
+	indexGoldenImageSource = "thinlvm.io/golden-image-source"
+	indexChannelBases      = "thinlvm.io/channel-bases"
+)
 
 // GoldenImageChannelReconciler writes each GoldenImageChannel's status: its
 // current GoldenImage and the earlier ones that still exist, with the nodes
@@ -49,8 +54,8 @@ type GoldenImageChannelReconciler struct {
 
 // SetupWithManager registers the reconciler: channels; the channels of a
 // GoldenImage (those pointing or that pointed at it) when it is made,
-// deleted or labelled, or when a volume is made from it or deleted; every
-// channel when an LVMNode's bases change.
+// deleted or labelled, when a volume is made from it or deleted, or when
+// an LVMNode's base of it changes.
 func (r *GoldenImageChannelReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &thinlvmv1.LogicalVolume{}, indexGoldenImageSource, func(o client.Object) []string {
 		lv := o.(*thinlvmv1.LogicalVolume)
@@ -61,14 +66,23 @@ func (r *GoldenImageChannelReconciler) SetupWithManager(mgr ctrl.Manager) error 
 	}); err != nil {
 		return fmt.Errorf("index LogicalVolumes by GoldenImage: %w", err)
 	}
-	all := func(ctx context.Context, _ client.Object) []reconcile.Request {
-		list := &thinlvmv1.GoldenImageChannelList{}
-		if err := r.Client.List(ctx, list); err != nil {
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for _, ch := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: ch.Name}})
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &thinlvmv1.LVMNode{}, indexChannelBases, baseImages); err != nil {
+		return fmt.Errorf("index LVMNodes by golden base: %w", err)
+	}
+	// The channels of each image the node reports a base of, before and
+	// after the change (a base that left the node is in the old object).
+	ofBases := func(ctx context.Context, o client.Object) []reconcile.Request {
+		var reqs []reconcile.Request
+		for _, name := range baseImages(o) {
+			gi := &thinlvmv1.GoldenImage{}
+			if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, gi); err != nil && !apierrors.IsNotFound(err) {
+				continue
+			}
+			for _, req := range r.channelsOf(ctx, name, gi.Labels) {
+				if !slices.Contains(reqs, req) {
+					reqs = append(reqs, req)
+				}
+			}
 		}
 		return reqs
 	}
@@ -98,7 +112,7 @@ func (r *GoldenImageChannelReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		For(&thinlvmv1.GoldenImageChannel{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&thinlvmv1.GoldenImage{}, handler.EnqueueRequestsFromMapFunc(ofImage),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
-		Watches(&thinlvmv1.LVMNode{}, handler.EnqueueRequestsFromMapFunc(all), builder.WithPredicates(basesChanged)).
+		Watches(&thinlvmv1.LVMNode{}, handler.EnqueueRequestsFromMapFunc(ofBases), builder.WithPredicates(basesChanged)).
 		Watches(&thinlvmv1.LogicalVolume{}, handler.EnqueueRequestsFromMapFunc(ofVolume), builder.WithPredicates(madeOrGone)).
 		Complete(r)
 }
@@ -148,18 +162,14 @@ func (r *GoldenImageChannelReconciler) Reconcile(ctx context.Context, req ctrl.R
 		}
 		return earlier.Items[i].Name > earlier.Items[j].Name
 	})
-	nodes := &thinlvmv1.LVMNodeList{}
-	if err := r.Client.List(ctx, nodes); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list LVMNodes: %w", err)
-	}
-	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
-
 	var st thinlvmv1.GoldenImageChannelStatus
 	cur := thinlvmv1.ChannelVersion{GoldenImage: ch.Spec.GoldenImage, Current: true}
-	if found {
-		cur.ReadyNodes, cur.Nodes = readyNodes(current, nodes.Items)
-	}
 	var err error
+	if found {
+		if cur.ReadyNodes, cur.Nodes, err = r.readyNodes(ctx, current); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if cur.Volumes, err = r.volumes(ctx, ch.Spec.GoldenImage); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -170,7 +180,9 @@ func (r *GoldenImageChannelReconciler) Reconcile(ctx context.Context, req ctrl.R
 			continue
 		}
 		v := thinlvmv1.ChannelVersion{GoldenImage: gi.Name}
-		v.ReadyNodes, v.Nodes = readyNodes(gi, nodes.Items)
+		if v.ReadyNodes, v.Nodes, err = r.readyNodes(ctx, gi); err != nil {
+			return ctrl.Result{}, err
+		}
 		if v.Volumes, err = r.volumes(ctx, gi.Name); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -203,6 +215,19 @@ func (r *GoldenImageChannelReconciler) Reconcile(ctx context.Context, req ctrl.R
 		r.Recorder.Eventf(ch, nil, corev1.EventTypeWarning, thinlvmv1.ReasonGoldenImageNotFound, "Resolve", "%s", ready.Message)
 	}
 	return ctrl.Result{}, nil
+}
+
+// readyNodes counts the nodes whose base of gi is Ready and names the
+// first maxListedNodes of them by name, from the LVMNodes that report a
+// base of its name.
+func (r *GoldenImageChannelReconciler) readyNodes(ctx context.Context, gi *thinlvmv1.GoldenImage) (int32, []string, error) {
+	nodes, err := nodesWithBase(ctx, r.Client, indexChannelBases, gi.Name)
+	if err != nil {
+		return 0, nil, err
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	n, names := readyNodes(gi, nodes)
+	return n, names, nil
 }
 
 // readyNodes counts the nodes whose base of gi is Ready and names the

@@ -178,6 +178,11 @@ func TestChannelVersions(t *testing.T) {
 	create(t, goldenVolume("ver-vol-3", "ver-n1", "ver-2"))
 	wantV2.Volumes = 1
 	eventually(t, "ver-2's volume counted", versions(cur(wantV2), wantV1))
+	// ver-1's base leaves ver-n2: the channel of that earlier version is
+	// told by the node's update.
+	setBases(t, "ver-n2")
+	wantV1.ReadyNodes, wantV1.Nodes = 1, []string{"ver-n1"}
+	eventually(t, "ver-1 on one node", versions(cur(wantV2), wantV1))
 
 	create(t, httpImage("ver-3"))
 	pointAt(t, "os", "ver-3")

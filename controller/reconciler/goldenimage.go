@@ -32,11 +32,43 @@ import (
 const maxListedNodes = 100
 
 // Field indexes of the GoldenImage reconciler's cache: the images that
-// wait for a claim or a VolumeSnapshot ("namespace/name") to resolve.
+// wait for a claim or a VolumeSnapshot ("namespace/name") to resolve, and
+// the LVMNodes that report a base of an image (baseImages).
 const (
 	indexWaitingForClaim    = "thinlvm.io/waiting-for-claim"
 	indexWaitingForSnapshot = "thinlvm.io/waiting-for-snapshot"
+	indexImageBases         = "thinlvm.io/image-bases"
 )
+
+// baseImages is the names of the GoldenImages an LVMNode reports a base
+// of, in any state, each once: the key of the LVMNode indexes. An entry
+// counts for an image only when its LV is the image's too
+// (LVMNodeStatus.Base), which the reader checks: the index narrows the
+// nodes to look at, it does not decide.
+func baseImages(o client.Object) []string {
+	n, ok := o.(*thinlvmv1.LVMNode)
+	if !ok {
+		return nil
+	}
+	var names []string
+	for _, b := range n.Status.GoldenBases {
+		if !slices.Contains(names, b.Name) {
+			names = append(names, b.Name)
+		}
+	}
+	return names
+}
+
+// nodesWithBase reads from the cache, through the index named index
+// (baseImages), the LVMNodes that report a base of the image named image.
+// They are not copied: the caller only reads them.
+func nodesWithBase(ctx context.Context, c client.Reader, index, image string) ([]thinlvmv1.LVMNode, error) {
+	list := &thinlvmv1.LVMNodeList{}
+	if err := c.List(ctx, list, client.MatchingFields{index: image}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list the LVMNodes with a base of GoldenImage %s: %w", image, err)
+	}
+	return list.Items, nil
+}
 
 // GoldenImageReconciler keeps each GoldenImage's status (the nodes' golden
 // bases from their LVMNode status, the channels that point at it, the
@@ -64,9 +96,9 @@ type GoldenImageReconciler struct {
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots,verbs=get;list;watch
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshotcontents,verbs=get
 
-// SetupWithManager registers the reconciler: GoldenImages; every
-// GoldenImage when an LVMNode's bases change (a base that left a node is
-// named nowhere any more); the images a GoldenImageChannel points or
+// SetupWithManager registers the reconciler: GoldenImages; the images an
+// LVMNode reports bases of, before and after, when its bases change (a
+// base that left a node is named in the old object only); the images a GoldenImageChannel points or
 // pointed at when its spec changes or it goes; and an image waiting for
 // its source when that claim or VolumeSnapshot changes. The claims and
 // snapshots are watched as metadata only. Without the VolumeSnapshot API
@@ -95,14 +127,14 @@ func (r *GoldenImageReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("index GoldenImages by VolumeSnapshot: %w", err)
 	}
-	all := func(ctx context.Context, _ client.Object) []reconcile.Request {
-		list := &thinlvmv1.GoldenImageList{}
-		if err := r.Client.List(ctx, list); err != nil {
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for _, gi := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: gi.Name}})
+	if err := indexer.IndexField(ctx, &thinlvmv1.LVMNode{}, indexImageBases, baseImages); err != nil {
+		return fmt.Errorf("index LVMNodes by golden base: %w", err)
+	}
+	ofBases := func(_ context.Context, o client.Object) []reconcile.Request {
+		names := baseImages(o)
+		reqs := make([]reconcile.Request, 0, len(names))
+		for _, n := range names {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: n}})
 		}
 		return reqs
 	}
@@ -122,7 +154,7 @@ func (r *GoldenImageReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("goldenimage-status").
 		For(&thinlvmv1.GoldenImage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&thinlvmv1.LVMNode{}, handler.EnqueueRequestsFromMapFunc(all), builder.WithPredicates(basesChanged)).
+		Watches(&thinlvmv1.LVMNode{}, handler.EnqueueRequestsFromMapFunc(ofBases), builder.WithPredicates(basesChanged)).
 		Watches(&thinlvmv1.GoldenImageChannel{}, handler.EnqueueRequestsFromMapFunc(r.imagesOfChannel), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesMetadata(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(waiting(indexWaitingForClaim)))
 	vs := &metav1.PartialObjectMetadata{}
@@ -196,9 +228,9 @@ func (r *GoldenImageReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err != nil || gone {
 		return ctrl.Result{}, err
 	}
-	nodes := &thinlvmv1.LVMNodeList{}
-	if err := r.Client.List(ctx, nodes); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list LVMNodes: %w", err)
+	nodes, err := nodesWithBase(ctx, r.Client, indexImageBases, gi.Name)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	sourceVolume := gi.Status.SourceVolume
 	var problem *sourceProblem
@@ -207,7 +239,7 @@ func (r *GoldenImageReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, err
 		}
 	}
-	st := summarize(gi, nodes.Items, problem)
+	st := summarize(gi, nodes, problem)
 	st.Channels = pointingAt(gi.Name, channels.Items)
 	st.SourceVolume = sourceVolume
 	var res ctrl.Result
@@ -239,7 +271,9 @@ func (r *GoldenImageReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 // summarize is the status the nodes' bases make (every field but Channels
 // and SourceVolume), with the Ready and Degraded conditions set from them;
-// Ready is False for a source problem whatever the nodes report.
+// Ready is False for a source problem whatever the nodes report. nodes are
+// those that report a base of gi's name (or more); they are sorted here
+// and only read.
 func summarize(gi *thinlvmv1.GoldenImage, nodes []thinlvmv1.LVMNode, problem *sourceProblem) thinlvmv1.GoldenImageStatus {
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	var st thinlvmv1.GoldenImageStatus

@@ -90,6 +90,13 @@ func TestGoldenImageStatusSumsTheNodes(t *testing.T) {
 	if len(st.Channels) != 0 || st.SourceVolume != nil {
 		t.Errorf("channels %v, source volume %+v: want none", st.Channels, st.SourceVolume)
 	}
+	// The base leaves gi-a: the node names the image no more, and the
+	// image is told by the node's update (its old object names it).
+	setBases(t, "gi-a")
+	eventually(t, "1 ready, on gi-c", func() bool {
+		st := get().Status
+		return st.ReadyNodes == 1 && cmp.Diff([]string{"gi-c"}, st.Nodes) == ""
+	})
 }
 
 // Status.nodes names the first 100 nodes with a Ready base, sorted;

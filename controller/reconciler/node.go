@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -39,15 +42,42 @@ type NodeReconciler struct {
 	// APIReader confirms that a Node is gone past the cache: a Node the
 	// cache has not seen yet must not look deleted.
 	APIReader client.Reader
+
+	// indexer indexes PVs by node at the first cleanup (SetupWithManager).
+	indexer client.FieldIndexer
+	// pvsIndexed is set once the index is on the PV informer; guarded by
+	// pvsMu.
+	pvsMu      sync.Mutex
+	pvsIndexed bool
 }
+
+// Field indexes of the node cleanup: LogicalVolumes by spec.nodeName, and
+// thinlvm PVs by the node their affinity pins them to (pvNodes).
+const (
+	indexLVNode = "thinlvm.io/lv-node"
+	indexPVNode = "thinlvm.io/pv-node"
+)
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=thinlvm.io,resources=logicalvolumes,verbs=get;list;watch;update;patch;delete
 
-// SetupWithManager registers the reconciler.
+// SetupWithManager registers the reconciler and the index of
+// LogicalVolumes by node. The index of PVs by node is put on at the first
+// cleanup: the controller caches no PV until a node is lost (PVs of every
+// driver, and an informer known at start would be synced before the CSI
+// service answers).
 func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.indexer = mgr.GetFieldIndexer()
+	if err := r.indexer.IndexField(context.Background(), &thinlvmv1.LogicalVolume{}, indexLVNode, func(o client.Object) []string {
+		if n := o.(*thinlvmv1.LogicalVolume).Spec.NodeName; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index LogicalVolumes by node: %w", err)
+	}
 	lvCreated := predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return true },
 		UpdateFunc:  func(event.UpdateEvent) bool { return false },
@@ -55,7 +85,10 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 	// A Node matters when it goes, or when it still has the old finalizer:
-	// not at each of its status updates.
+	// not at each of its status updates. Nodes are cached as metadata only
+	// (their name and finalizers are all the cleanup reads): a whole Node,
+	// with its images and conditions, weighs kilobytes, times every node
+	// of the cluster.
 	nodeEvents := predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return controllerutil.ContainsFinalizer(e.Object, NodeFinalizer) },
 		UpdateFunc:  func(e event.UpdateEvent) bool { return controllerutil.ContainsFinalizer(e.ObjectNew, NodeFinalizer) },
@@ -64,7 +97,7 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("node-cleanup").
-		For(&corev1.Node{}, builder.WithPredicates(nodeEvents)).
+		For(&corev1.Node{}, builder.OnlyMetadata, builder.WithPredicates(nodeEvents)).
 		Watches(&thinlvmv1.LogicalVolume{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			lv, ok := o.(*thinlvmv1.LogicalVolume)
 			if !ok || lv.Spec.NodeName == "" {
@@ -77,7 +110,8 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	node := &corev1.Node{}
+	node := &metav1.PartialObjectMetadata{}
+	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
 	err := r.Client.Get(ctx, req.NamespacedName, node)
 	if apierrors.IsNotFound(err) {
 		err = r.APIReader.Get(ctx, req.NamespacedName, node) // the cache may lag a new Node
@@ -109,16 +143,20 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 // cleanup deletes the PVCs bound to thinlvm PVs of the node, then the
 // node's LogicalVolumes, and removes the agent's finalizer from them: the
 // agent is gone with its disks. It returns how many LogicalVolumes it
-// deleted.
+// deleted. Both are read from the cache through the node's index entries:
+// the cost is the node's volumes, not the cluster's.
 func (r *NodeReconciler) cleanup(ctx context.Context, node string) (int, error) {
+	if err := r.indexPVs(ctx); err != nil {
+		return 0, err
+	}
 	pvs := &corev1.PersistentVolumeList{}
-	if err := r.Client.List(ctx, pvs); err != nil {
-		return 0, fmt.Errorf("list PVs: %w", err)
+	if err := r.Client.List(ctx, pvs, client.MatchingFields{indexPVNode: node}); err != nil {
+		return 0, fmt.Errorf("list PVs of node %s: %w", node, err)
 	}
 	var errs []error
 	for i := range pvs.Items {
 		pv := &pvs.Items[i]
-		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != thinlvmv1.DriverName || !onNode(pv, node) || pv.Spec.ClaimRef == nil {
+		if pv.Spec.ClaimRef == nil {
 			continue
 		}
 		pvc := &corev1.PersistentVolumeClaim{}
@@ -128,15 +166,12 @@ func (r *NodeReconciler) cleanup(ctx context.Context, node string) (int, error) 
 		}
 	}
 	lvs := &thinlvmv1.LogicalVolumeList{}
-	if err := r.Client.List(ctx, lvs); err != nil {
-		return 0, errors.Join(append(errs, fmt.Errorf("list LogicalVolumes: %w", err))...)
+	if err := r.Client.List(ctx, lvs, client.MatchingFields{indexLVNode: node}); err != nil {
+		return 0, errors.Join(append(errs, fmt.Errorf("list LogicalVolumes of node %s: %w", node, err))...)
 	}
 	deleted := 0
 	for i := range lvs.Items {
 		lv := &lvs.Items[i]
-		if lv.Spec.NodeName != node {
-			continue
-		}
 		// Deleted first, the finalizer taken off second: an agent still
 		// running (its Node deleted under it) puts the finalizer back on
 		// an object that is not being deleted, and the API server refuses
@@ -176,18 +211,39 @@ func (r *NodeReconciler) removeFinalizer(ctx context.Context, lv *thinlvmv1.Logi
 	return client.IgnoreNotFound(err)
 }
 
-// onNode tells whether a PV's node affinity pins it to node by thinlvm's
-// topology key.
-func onNode(pv *corev1.PersistentVolume, node string) bool {
-	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
-		return false
+// indexPVs puts the index of PVs by node on the PV informer, once; the
+// informer starts then (List waits for its sync).
+func (r *NodeReconciler) indexPVs(ctx context.Context) error {
+	r.pvsMu.Lock()
+	defer r.pvsMu.Unlock()
+	if r.pvsIndexed {
+		return nil
 	}
+	if r.indexer == nil {
+		return errors.New("the node cleanup has no field indexer: SetupWithManager was not called")
+	}
+	if err := r.indexer.IndexField(ctx, &corev1.PersistentVolume{}, indexPVNode, pvNodes); err != nil {
+		return fmt.Errorf("index PVs by node: %w", err)
+	}
+	r.pvsIndexed = true
+	return nil
+}
+
+// pvNodes is the nodes a thinlvm PV's node affinity pins it to by
+// thinlvm's topology key: the single value of an In requirement of any of
+// its terms, each once. Another driver's PV has none.
+func pvNodes(o client.Object) []string {
+	pv, ok := o.(*corev1.PersistentVolume)
+	if !ok || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != thinlvmv1.DriverName || pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return nil
+	}
+	var nodes []string
 	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
 		for _, e := range term.MatchExpressions {
-			if e.Key == thinlvmv1.TopologyKey && e.Operator == corev1.NodeSelectorOpIn && len(e.Values) == 1 && e.Values[0] == node {
-				return true
+			if e.Key == thinlvmv1.TopologyKey && e.Operator == corev1.NodeSelectorOpIn && len(e.Values) == 1 && !slices.Contains(nodes, e.Values[0]) {
+				nodes = append(nodes, e.Values[0])
 			}
 		}
 	}
-	return false
+	return nodes
 }

@@ -146,7 +146,22 @@ func TestDeletedNodeIsCleanedUp(t *testing.T) {
 		Spec: thinlvmv1.LogicalVolumeSpec{Name: "pvc-lost", NodeName: "lost", Size: resource.MustParse("1Gi")}}
 	other := &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-kept", Finalizers: []string{thinlvmv1.LogicalVolumeFinalizer}},
 		Spec: thinlvmv1.LogicalVolumeSpec{Name: "pvc-kept", NodeName: "elsewhere", Size: resource.MustParse("1Gi")}}
-	for _, o := range []client.Object{pv, lv, other} {
+	// Claims the cleanup leaves: one bound to a thinlvm PV of another node,
+	// one to another driver's PV pinned to the lost node by thinlvm's key.
+	var keptPVs []client.Object
+	for _, c := range []struct{ claim, driver, node string }{{"kept-data", thinlvmv1.DriverName, "elsewhere"}, {"foreign-data", "other.csi.example.com", "lost"}} {
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: c.claim, Namespace: "default"}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		if err := k8s.Create(ctx, claim); err != nil {
+			t.Fatal(err)
+		}
+		kept := pv.DeepCopy()
+		kept.Name, kept.Spec.ClaimRef = "pv-"+c.claim, &corev1.ObjectReference{Namespace: "default", Name: c.claim, UID: claim.UID}
+		kept.Spec.CSI.Driver, kept.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values = c.driver, []string{c.node}
+		keptPVs = append(keptPVs, kept)
+	}
+	for _, o := range append([]client.Object{pv, lv, other}, keptPVs...) {
 		if err := k8s.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
@@ -180,6 +195,12 @@ func TestDeletedNodeIsCleanedUp(t *testing.T) {
 	})
 	if err := k8s.Get(ctx, types.NamespacedName{Name: "pvc-kept"}, other); err != nil || !other.DeletionTimestamp.IsZero() {
 		t.Errorf("another node's LogicalVolume was touched: %v", err)
+	}
+	for _, name := range []string{"kept-data", "foreign-data"} {
+		c := &corev1.PersistentVolumeClaim{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, c); err != nil || !c.DeletionTimestamp.IsZero() {
+			t.Errorf("claim %s, not bound to a thinlvm volume of the lost node, was deleted: %v", name, err)
+		}
 	}
 }
 
