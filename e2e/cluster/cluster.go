@@ -44,6 +44,8 @@ type Options struct {
 	// Progress, when set, is told each step Start begins (each binary it
 	// builds, then the processes it starts), one call at a time.
 	Progress func(Progress)
+	// ControllerManagerArgs are added to kube-controller-manager's.
+	ControllerManagerArgs []string
 }
 
 // Cluster is a running local control plane.
@@ -306,12 +308,12 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 	progress(Progress{Step: "starting controller-manager, scheduler, kwok", Since: time.Now()})
-	if err := c.Run("kube-controller-manager", nil, filepath.Join(c.K8sBin, "kube-controller-manager"),
-		"--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort), "--leader-elect=false",
-		"--service-account-private-key-file="+p("sa.key"), "--root-ca-file="+p("ca.crt"), "--use-service-account-credentials=true",
-		"--controllers=*", "--cluster-signing-cert-file="+p("ca.crt"), "--cluster-signing-key-file="+p("ca.key"),
-		"--kube-api-qps=50", "--kube-api-burst=100"); err != nil {
+	if err := c.Run("kube-controller-manager", nil, append([]string{filepath.Join(c.K8sBin, "kube-controller-manager"),
+		"--kubeconfig=" + c.Kubeconfig, "--authentication-kubeconfig=" + c.Kubeconfig, "--authorization-kubeconfig=" + c.Kubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(kcmPort), "--leader-elect=false",
+		"--service-account-private-key-file=" + p("sa.key"), "--root-ca-file=" + p("ca.crt"), "--use-service-account-credentials=true",
+		"--controllers=*", "--cluster-signing-cert-file=" + p("ca.crt"), "--cluster-signing-key-file=" + p("ca.key"),
+		"--kube-api-qps=50", "--kube-api-burst=100"}, o.ControllerManagerArgs...)...); err != nil {
 		return c, err
 	}
 	// The cluster's own default scheduler; thinlvm's scheduler comes with

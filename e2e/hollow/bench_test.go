@@ -77,7 +77,11 @@ func BenchmarkHollowNodes(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer logf.Close()
-	k, err := cluster.Start(ctx, cluster.Options{Log: logf})
+	// kwok heartbeats every node from this one machine, beside thousands of
+	// agents, the API server and the rest: it falls behind, and the node
+	// lifecycle controller would take the nodes for lost (NotReady, pods
+	// evicted). Real nodes heartbeat from their own machines.
+	k, err := cluster.Start(ctx, cluster.Options{Log: logf, ControllerManagerArgs: []string{"--node-monitor-grace-period=1h"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -302,6 +306,23 @@ func (h *bench) grow(size int) {
 		return n >= size
 	})
 	h.logf("%d nodes: every LVMNode published after %.0fs", size, time.Since(t0).Seconds())
+	// The default scheduler's volume binding places a claim only on a node
+	// with a CSIStorageCapacity of its class, which the provisioner
+	// publishes (for the nodes of the install's controller too).
+	h.waitFor(fmt.Sprintf("CSIStorageCapacity of %d nodes", size), 30*time.Minute, func() bool {
+		list := &storagev1.CSIStorageCapacityList{}
+		if err := h.k.Client.List(h.ctx, list, client.InNamespace(cluster.Namespace)); err != nil {
+			h.b.Fatal(err)
+		}
+		n := 0
+		for _, c := range list.Items {
+			if c.StorageClassName == storageClass {
+				n++
+			}
+		}
+		return n >= size
+	})
+	h.logf("%d nodes: every node's CSIStorageCapacity published after %.0fs", size, time.Since(t0).Seconds())
 }
 
 type hollowNode struct {
