@@ -1,7 +1,9 @@
 package plugin
 
 import (
+	"container/heap"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -11,6 +13,7 @@ import (
 
 // reservation is what one pod was promised on one node.
 type reservation struct {
+	pod    types.UID
 	node   string
 	bytes  map[string]int64 // by device class
 	lvs    map[string]int   // new volumes by device class
@@ -18,10 +21,54 @@ type reservation struct {
 	at     time.Time
 	// recheck is when to ask again whether the node reports the volumes.
 	recheck time.Time
+	// index is the reservation's place in the ledger's due queue.
+	index int
+}
+
+// due is when a sweep next has something to do with r: ask whether it
+// settled, or drop it as expired.
+func (r *reservation) due(ttl time.Duration) time.Time {
+	if exp := r.at.Add(ttl); exp.Before(r.recheck) {
+		return exp
+	}
+	return r.recheck
+}
+
+// dueQueue orders reservations by due time (a container/heap).
+type dueQueue struct {
+	rs  []*reservation
+	ttl time.Duration
+}
+
+func (q *dueQueue) Len() int           { return len(q.rs) }
+func (q *dueQueue) Less(i, j int) bool { return q.rs[i].due(q.ttl).Before(q.rs[j].due(q.ttl)) }
+func (q *dueQueue) Swap(i, j int) {
+	q.rs[i], q.rs[j] = q.rs[j], q.rs[i]
+	q.rs[i].index, q.rs[j].index = i, j
+}
+func (q *dueQueue) Push(x any) {
+	r := x.(*reservation)
+	r.index = len(q.rs)
+	q.rs = append(q.rs, r)
+}
+func (q *dueQueue) Pop() any {
+	r := q.rs[len(q.rs)-1]
+	q.rs[len(q.rs)-1] = nil
+	q.rs = q.rs[:len(q.rs)-1]
+	r.index = -1
+	return r
 }
 
 // nodeClass keys what is held on one device class of one node.
 type nodeClass struct{ node, class string }
+
+// held is what the ledger holds on one device class of one node. Writers
+// hold the ledger's lock; readers (Filter and Score, from kube-scheduler's
+// parallel workers) take none.
+type held struct {
+	bytes atomic.Int64
+	lvs   atomic.Int64
+}
 
 // recheckAfter is how long a reservation found not yet reported is counted
 // without asking again: settling is a few lister reads per claim, and a
@@ -33,12 +80,17 @@ const recheckAfter = 500 * time.Millisecond
 // ledger holds the bytes reserved for pods that the LVMNode status does
 // not show yet, so that a burst of pods cannot all fit into the same room.
 // It keeps the sum per node and device class as reservations come and go:
-// Filter and Score ask for it for every node of every cycle.
+// Filter and Score ask for it for every node of every cycle. Sweeps, one
+// per cycle, take only the reservations that are due from a queue ordered
+// by due time: a burst holds one reservation per pod, and walking them
+// all would cost O(pods) per pod.
 type ledger struct {
-	mu      sync.RWMutex
-	pods    map[types.UID]*reservation
-	sums    map[nodeClass]int64
-	lvSums  map[nodeClass]int
+	mu    sync.RWMutex
+	pods  map[types.UID]*reservation
+	queue dueQueue
+	// sums holds a *held per node and device class with a reservation,
+	// read without the lock.
+	sums    sync.Map
 	ttl     time.Duration
 	recheck time.Duration
 	now     func() time.Time
@@ -48,7 +100,7 @@ type ledger struct {
 }
 
 func newLedger(ttl time.Duration) *ledger {
-	return &ledger{pods: map[types.UID]*reservation{}, sums: map[nodeClass]int64{}, lvSums: map[nodeClass]int{},
+	return &ledger{pods: map[types.UID]*reservation{}, queue: dueQueue{ttl: ttl},
 		ttl: ttl, recheck: recheckAfter, now: time.Now}
 }
 
@@ -56,19 +108,38 @@ func (l *ledger) reserve(pod types.UID, r reservation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.dropLocked(pod)
+	r.pod = pod
 	r.at = l.now()
 	r.recheck = r.at
 	l.pods[pod] = &r
+	heap.Push(&l.queue, &r)
 	// A reservation follows a passed Filter, so b is at most a node's
 	// room and the sums stay far from overflow; sizes.Add keeps it so.
 	for class, b := range r.bytes {
-		k := nodeClass{r.node, class}
-		l.sums[k] = sizes.Add(l.sums[k], b)
+		h := l.heldLocked(nodeClass{r.node, class})
+		h.bytes.Store(sizes.Add(h.bytes.Load(), b))
 	}
 	for class, n := range r.lvs {
-		l.lvSums[nodeClass{r.node, class}] += n
+		l.heldLocked(nodeClass{r.node, class}).lvs.Add(int64(n))
 	}
 	l.countLocked()
+}
+
+func (l *ledger) heldLocked(k nodeClass) *held {
+	if v, ok := l.sums.Load(k); ok {
+		return v.(*held)
+	}
+	h := &held{}
+	l.sums.Store(k, h)
+	return h
+}
+
+// settleLocked forgets what is held on a node's device class once nothing
+// is.
+func (l *ledger) settleLocked(k nodeClass, h *held) {
+	if h.bytes.Load() == 0 && h.lvs.Load() == 0 {
+		l.sums.Delete(k)
+	}
 }
 
 func (l *ledger) countLocked() {
@@ -90,17 +161,20 @@ func (l *ledger) dropLocked(pod types.UID) {
 		return
 	}
 	delete(l.pods, pod)
+	if r.index >= 0 {
+		heap.Remove(&l.queue, r.index)
+	}
 	for class, b := range r.bytes {
 		k := nodeClass{r.node, class}
-		if l.sums[k] -= b; l.sums[k] == 0 {
-			delete(l.sums, k)
-		}
+		h := l.heldLocked(k)
+		h.bytes.Add(-b)
+		l.settleLocked(k, h)
 	}
 	for class, n := range r.lvs {
 		k := nodeClass{r.node, class}
-		if l.lvSums[k] -= n; l.lvSums[k] == 0 {
-			delete(l.lvSums, k)
-		}
+		h := l.heldLocked(k)
+		h.lvs.Add(-int64(n))
+		l.settleLocked(k, h)
 	}
 }
 
@@ -112,32 +186,41 @@ func (l *ledger) sweep(settled func(reservation) bool) {
 	defer l.mu.Unlock()
 	defer l.countLocked()
 	now := l.now()
-	for uid, r := range l.pods {
+	var later []*reservation
+	for l.queue.Len() > 0 && !now.Before(l.queue.rs[0].due(l.ttl)) {
+		r := heap.Pop(&l.queue).(*reservation)
 		switch {
 		case now.Sub(r.at) > l.ttl:
-			l.dropLocked(uid)
+			l.dropLocked(r.pod)
 		case now.Before(r.recheck):
+			later = append(later, r) // due by its TTL's end, not past it yet
 		case settled(*r):
-			l.dropLocked(uid)
+			l.dropLocked(r.pod)
 		default:
 			r.recheck = now.Add(l.recheck)
+			later = append(later, r)
 		}
+	}
+	for _, r := range later {
+		heap.Push(&l.queue, r)
 	}
 }
 
 // reserved is what the ledger holds on a node's device class.
 func (l *ledger) reserved(node, class string) int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.sums[nodeClass{node, class}]
+	if v, ok := l.sums.Load(nodeClass{node, class}); ok {
+		return v.(*held).bytes.Load()
+	}
+	return 0
 }
 
 // reservedLVs is how many new volumes the ledger holds on a node's device
 // class.
 func (l *ledger) reservedLVs(node, class string) int {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.lvSums[nodeClass{node, class}]
+	if v, ok := l.sums.Load(nodeClass{node, class}); ok {
+		return int(v.(*held).lvs.Load())
+	}
+	return 0
 }
 
 func (l *ledger) len() int {
