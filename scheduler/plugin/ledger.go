@@ -3,7 +3,6 @@ package plugin
 import (
 	"container/heap"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -62,14 +61,6 @@ func (q *dueQueue) Pop() any {
 // nodeClass keys what is held on one device class of one node.
 type nodeClass struct{ node, class string }
 
-// held is what the ledger holds on one device class of one node. Writers
-// hold the ledger's lock; readers (Filter and Score, from kube-scheduler's
-// parallel workers) take none.
-type held struct {
-	bytes atomic.Int64
-	lvs   atomic.Int64
-}
-
 // recheckAfter is how long a reservation found not yet reported is counted
 // without asking again: settling is a few lister reads per claim, and a
 // burst holds one reservation per pod, so asking every cycle would cost
@@ -85,12 +76,11 @@ const recheckAfter = 500 * time.Millisecond
 // by due time: a burst holds one reservation per pod, and walking them
 // all would cost O(pods) per pod.
 type ledger struct {
-	mu    sync.RWMutex
-	pods  map[types.UID]*reservation
-	queue dueQueue
-	// sums holds a *held per node and device class with a reservation,
-	// read without the lock.
-	sums    sync.Map
+	mu      sync.RWMutex
+	pods    map[types.UID]*reservation
+	queue   dueQueue
+	sums    map[nodeClass]int64
+	lvSums  map[nodeClass]int
 	ttl     time.Duration
 	recheck time.Duration
 	now     func() time.Time
@@ -100,7 +90,7 @@ type ledger struct {
 }
 
 func newLedger(ttl time.Duration) *ledger {
-	return &ledger{pods: map[types.UID]*reservation{}, queue: dueQueue{ttl: ttl},
+	return &ledger{pods: map[types.UID]*reservation{}, queue: dueQueue{ttl: ttl}, sums: map[nodeClass]int64{}, lvSums: map[nodeClass]int{},
 		ttl: ttl, recheck: recheckAfter, now: time.Now}
 }
 
@@ -116,30 +106,13 @@ func (l *ledger) reserve(pod types.UID, r reservation) {
 	// A reservation follows a passed Filter, so b is at most a node's
 	// room and the sums stay far from overflow; sizes.Add keeps it so.
 	for class, b := range r.bytes {
-		h := l.heldLocked(nodeClass{r.node, class})
-		h.bytes.Store(sizes.Add(h.bytes.Load(), b))
+		k := nodeClass{r.node, class}
+		l.sums[k] = sizes.Add(l.sums[k], b)
 	}
 	for class, n := range r.lvs {
-		l.heldLocked(nodeClass{r.node, class}).lvs.Add(int64(n))
+		l.lvSums[nodeClass{r.node, class}] += n
 	}
 	l.countLocked()
-}
-
-func (l *ledger) heldLocked(k nodeClass) *held {
-	if v, ok := l.sums.Load(k); ok {
-		return v.(*held)
-	}
-	h := &held{}
-	l.sums.Store(k, h)
-	return h
-}
-
-// settleLocked forgets what is held on a node's device class once nothing
-// is.
-func (l *ledger) settleLocked(k nodeClass, h *held) {
-	if h.bytes.Load() == 0 && h.lvs.Load() == 0 {
-		l.sums.Delete(k)
-	}
 }
 
 func (l *ledger) countLocked() {
@@ -166,15 +139,15 @@ func (l *ledger) dropLocked(pod types.UID) {
 	}
 	for class, b := range r.bytes {
 		k := nodeClass{r.node, class}
-		h := l.heldLocked(k)
-		h.bytes.Add(-b)
-		l.settleLocked(k, h)
+		if l.sums[k] -= b; l.sums[k] == 0 {
+			delete(l.sums, k)
+		}
 	}
 	for class, n := range r.lvs {
 		k := nodeClass{r.node, class}
-		h := l.heldLocked(k)
-		h.lvs.Add(-int64(n))
-		l.settleLocked(k, h)
+		if l.lvSums[k] -= n; l.lvSums[k] == 0 {
+			delete(l.lvSums, k)
+		}
 	}
 }
 
@@ -208,19 +181,17 @@ func (l *ledger) sweep(settled func(reservation) bool) {
 
 // reserved is what the ledger holds on a node's device class.
 func (l *ledger) reserved(node, class string) int64 {
-	if v, ok := l.sums.Load(nodeClass{node, class}); ok {
-		return v.(*held).bytes.Load()
-	}
-	return 0
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.sums[nodeClass{node, class}]
 }
 
 // reservedLVs is how many new volumes the ledger holds on a node's device
 // class.
 func (l *ledger) reservedLVs(node, class string) int {
-	if v, ok := l.sums.Load(nodeClass{node, class}); ok {
-		return int(v.(*held).lvs.Load())
-	}
-	return 0
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.lvSums[nodeClass{node, class}]
 }
 
 func (l *ledger) len() int {
