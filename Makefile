@@ -158,7 +158,7 @@ bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), a node full of LVs
 	$(GO) test -count=1 -timeout 90m -run '^$$' -bench . -benchtime 1x ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 20000x ./scheduler/plugin/...
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
-	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 20m -run '^$$' -bench . -benchtime 1x ./e2e/schedbench/...
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 40m -run '^$$' -bench . -benchtime 1x ./e2e/schedbench/...   # 1,000 and 5,000 nodes, about 10 min
 
 .PHONY: demo
 demo: lvmvm-image ## A local cluster and a real-LVM VM node, thinlvm installed from deploy/, VM disks from a golden image.
