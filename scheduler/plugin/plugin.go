@@ -522,8 +522,11 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod
 		if st := p.filterFull(pod, node, ln, dc, d, class); st != nil {
 			return st
 		}
-		// The bases the node lacks are populated there first.
-		need = sizes.Add(need, ln.Status.MissingBases(class, d.images...))
+		// The bases the node lacks are populated there first (no image, no
+		// second look for the class: Filter runs for every node).
+		if len(d.images) > 0 {
+			need = sizes.Add(need, ln.Status.MissingBases(class, d.images...))
+		}
 		if need > poolCapacity(dc) {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("thinlvm device class %q holds at most %d bytes, the pod needs %d", dc.Name, poolCapacity(dc), need))
 		}
