@@ -72,8 +72,10 @@ var profiles = map[string]string{
 // the ratio of the medians (goal >= 0.9). A pod counts as scheduled when
 // the scheduler wrote its claim's selected-node annotation (there is no
 // provisioner to finish the binding); the rate runs from the first
-// decision to the last, leaving the scheduler's start-up out. Each round
-// also prints where the scheduler spent its time by extension point (its
+// decision to the last, leaving the scheduler's start-up out. The rates
+// move with the machine's other load; the scheduler's CPU time per pod
+// over the same span, also reported with the ratio of its medians,
+// hardly does. Each round also prints where the scheduler spent its time by extension point (its
 // framework metrics), and takes a CPU profile (-schedbench.profiles keeps
 // them).
 func BenchmarkSchedulingThroughput(b *testing.B) {
@@ -114,20 +116,23 @@ func BenchmarkSchedulingThroughput(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d", size), func(b *testing.B) {
 			start := time.Now()
 			h.growTo(b, size)
-			rates := map[string][]float64{}
+			rates, cpus := map[string][]float64{}, map[string][]float64{}
 			took := 10 * time.Second
 			for round, profile := range order {
 				r := h.round(b, size, round, profile, took)
 				took = r.took
 				rates[profile] = append(rates[profile], r.rate)
-				fmt.Printf("nodes=%d round %d %-7s %6.1f pods/s (%.1fs)\n%s", size, round+1, profile, r.rate, r.took.Seconds(), r.breakdown)
+				cpus[profile] = append(cpus[profile], r.cpu)
+				fmt.Printf("nodes=%d round %d %-7s %6.1f pods/s (%.1fs), scheduler CPU %.2f ms/pod\n%s", size, round+1, profile, r.rate, r.took.Seconds(), r.cpu, r.breakdown)
 			}
 			def, thin := median(rates["default"]), median(rates["thinlvm"])
+			defCPU, thinCPU := median(cpus["default"]), median(cpus["thinlvm"])
 			b.ReportMetric(def, "default-pods/s")
 			b.ReportMetric(thin, "thinlvm-pods/s")
 			b.ReportMetric(thin/def, "ratio")
-			line := fmt.Sprintf("| %d pods with a WFC thinlvm claim on %d nodes | default %s, median %.1f pods/s | thinlvm %s, median %.1f pods/s | ratio of medians %.2f (goal >= 0.9) | %s |",
-				pods, size, rounds(rates["default"]), def, rounds(rates["thinlvm"]), thin, thin/def, time.Since(start).Round(time.Second))
+			b.ReportMetric(defCPU/thinCPU, "cpu-ratio")
+			line := fmt.Sprintf("| %d pods with a WFC thinlvm claim on %d nodes | default %s, median %.1f pods/s | thinlvm %s, median %.1f pods/s | ratio of medians %.2f (goal >= 0.9) | scheduler CPU per pod, medians: default %.2f ms, thinlvm %.2f ms, ratio %.2f | %s |",
+				pods, size, rounds(rates["default"]), def, rounds(rates["thinlvm"]), thin, thin/def, defCPU, thinCPU, defCPU/thinCPU, time.Since(start).Round(time.Second))
 			fmt.Printf("\n%s\n\n", line)
 			summary = append(summary, line)
 		})
@@ -194,6 +199,7 @@ func (h *harness) growTo(b *testing.B, size int) {
 
 type result struct {
 	rate      float64
+	cpu       float64 // the scheduler's CPU time per pod, ms
 	took      time.Duration
 	breakdown string
 }
@@ -252,6 +258,7 @@ func (h *harness) round(b *testing.B, size, round int, profile string, took time
 		_ = sched.Wait()
 	}()
 	var first, last time.Time
+	var cpu0, cpu1 time.Duration
 	var cpu sync.WaitGroup
 	selected := map[string]bool{}
 	deadline := time.After(10 * time.Minute)
@@ -271,6 +278,7 @@ func (h *harness) round(b *testing.B, size, round int, profile string, took time
 			selected[pvc.Name] = true
 			if len(selected) == 1 {
 				first = time.Now()
+				cpu0 = cpuTime(b, sched.Process.Pid)
 				cpu.Go(func() { h.cpuProfile(b, port, ns+"-"+profile, took+time.Second) })
 			}
 		case <-deadline:
@@ -278,6 +286,7 @@ func (h *harness) round(b *testing.B, size, round int, profile string, took time
 		}
 	}
 	last = time.Now()
+	cpu1 = cpuTime(b, sched.Process.Pid)
 	breakdown := h.breakdown(b, port)
 	cpu.Wait()
 	// The next scheduler would see this round's pods (unbound, still
@@ -297,7 +306,27 @@ func (h *harness) round(b *testing.B, size, round int, profile string, took time
 	}
 	// From the first decision to the last: the scheduler's start-up
 	// (informer sync) is not scheduling.
-	return result{rate: float64(pods-1) / last.Sub(first).Seconds(), took: last.Sub(first), breakdown: breakdown}
+	return result{rate: float64(pods-1) / last.Sub(first).Seconds(), took: last.Sub(first), breakdown: breakdown,
+		cpu: float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(pods-1)}
+}
+
+// cpuTime is the user and system CPU time a process has used so far
+// (/proc/PID/stat, in clock ticks of 10 ms). Unlike the rates, it hardly
+// moves with the machine's other load.
+func cpuTime(b *testing.B, pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command (in parentheses, which may hold
+	// spaces): utime and stime are the 14th and 15th of the line.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: %q", pid, data)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func freePort(b *testing.B) int {
