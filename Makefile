@@ -159,7 +159,7 @@ bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), a node full of LVs
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 20000x ./scheduler/plugin/...
 	$(GO) test -count=1 -timeout 150m -run '^$$' -bench . -benchtime 1x ./e2e/hollow/ $(if $(HOLLOW_SIZES),-hollow.sizes=$(HOLLOW_SIZES))
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
-	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 20m -run '^$$' -bench . -benchtime 1x ./e2e/schedbench/...
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 40m -run '^$$' -bench . -benchtime 1x ./e2e/schedbench/...   # 1,000 and 5,000 nodes, about 10 min
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 10m -run '^$$' -bench . -benchtime 2000x ./controller/csi/
 

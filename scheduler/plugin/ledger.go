@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"container/heap"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 // reservation is what one pod was promised on one node.
 type reservation struct {
+	pod    types.UID
 	node   string
 	bytes  map[string]int64 // by device class
 	lvs    map[string]int   // new volumes by device class
@@ -18,6 +20,42 @@ type reservation struct {
 	at     time.Time
 	// recheck is when to ask again whether the node reports the volumes.
 	recheck time.Time
+	// index is the reservation's place in the ledger's due queue.
+	index int
+}
+
+// due is when a sweep next has something to do with r: ask whether it
+// settled, or drop it as expired.
+func (r *reservation) due(ttl time.Duration) time.Time {
+	if exp := r.at.Add(ttl); exp.Before(r.recheck) {
+		return exp
+	}
+	return r.recheck
+}
+
+// dueQueue orders reservations by due time (a container/heap).
+type dueQueue struct {
+	rs  []*reservation
+	ttl time.Duration
+}
+
+func (q *dueQueue) Len() int           { return len(q.rs) }
+func (q *dueQueue) Less(i, j int) bool { return q.rs[i].due(q.ttl).Before(q.rs[j].due(q.ttl)) }
+func (q *dueQueue) Swap(i, j int) {
+	q.rs[i], q.rs[j] = q.rs[j], q.rs[i]
+	q.rs[i].index, q.rs[j].index = i, j
+}
+func (q *dueQueue) Push(x any) {
+	r := x.(*reservation)
+	r.index = len(q.rs)
+	q.rs = append(q.rs, r)
+}
+func (q *dueQueue) Pop() any {
+	r := q.rs[len(q.rs)-1]
+	q.rs[len(q.rs)-1] = nil
+	q.rs = q.rs[:len(q.rs)-1]
+	r.index = -1
+	return r
 }
 
 // nodeClass keys what is held on one device class of one node.
@@ -33,10 +71,14 @@ const recheckAfter = 500 * time.Millisecond
 // ledger holds the bytes reserved for pods that the LVMNode status does
 // not show yet, so that a burst of pods cannot all fit into the same room.
 // It keeps the sum per node and device class as reservations come and go:
-// Filter and Score ask for it for every node of every cycle.
+// Filter and Score ask for it for every node of every cycle. Sweeps, one
+// per cycle, take only the reservations that are due from a queue ordered
+// by due time: a burst holds one reservation per pod, and walking them
+// all would cost O(pods) per pod.
 type ledger struct {
 	mu      sync.RWMutex
 	pods    map[types.UID]*reservation
+	queue   dueQueue
 	sums    map[nodeClass]int64
 	lvSums  map[nodeClass]int
 	ttl     time.Duration
@@ -48,7 +90,7 @@ type ledger struct {
 }
 
 func newLedger(ttl time.Duration) *ledger {
-	return &ledger{pods: map[types.UID]*reservation{}, sums: map[nodeClass]int64{}, lvSums: map[nodeClass]int{},
+	return &ledger{pods: map[types.UID]*reservation{}, queue: dueQueue{ttl: ttl}, sums: map[nodeClass]int64{}, lvSums: map[nodeClass]int{},
 		ttl: ttl, recheck: recheckAfter, now: time.Now}
 }
 
@@ -56,9 +98,11 @@ func (l *ledger) reserve(pod types.UID, r reservation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.dropLocked(pod)
+	r.pod = pod
 	r.at = l.now()
 	r.recheck = r.at
 	l.pods[pod] = &r
+	heap.Push(&l.queue, &r)
 	// A reservation follows a passed Filter, so b is at most a node's
 	// room and the sums stay far from overflow; sizes.Add keeps it so.
 	for class, b := range r.bytes {
@@ -90,6 +134,9 @@ func (l *ledger) dropLocked(pod types.UID) {
 		return
 	}
 	delete(l.pods, pod)
+	if r.index >= 0 {
+		heap.Remove(&l.queue, r.index)
+	}
 	for class, b := range r.bytes {
 		k := nodeClass{r.node, class}
 		if l.sums[k] -= b; l.sums[k] == 0 {
@@ -112,16 +159,23 @@ func (l *ledger) sweep(settled func(reservation) bool) {
 	defer l.mu.Unlock()
 	defer l.countLocked()
 	now := l.now()
-	for uid, r := range l.pods {
+	var later []*reservation
+	for l.queue.Len() > 0 && !now.Before(l.queue.rs[0].due(l.ttl)) {
+		r := heap.Pop(&l.queue).(*reservation)
 		switch {
 		case now.Sub(r.at) > l.ttl:
-			l.dropLocked(uid)
+			l.dropLocked(r.pod)
 		case now.Before(r.recheck):
+			later = append(later, r) // due by its TTL's end, not past it yet
 		case settled(*r):
-			l.dropLocked(uid)
+			l.dropLocked(r.pod)
 		default:
 			r.recheck = now.Add(l.recheck)
+			later = append(later, r)
 		}
+	}
+	for _, r := range later {
+		heap.Push(&l.queue, r)
 	}
 }
 

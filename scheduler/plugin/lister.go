@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -24,7 +25,7 @@ type clusterLister struct {
 	pvcs     corelisters.PersistentVolumeClaimLister
 	pvs      corelisters.PersistentVolumeLister
 	scs      storagelisters.StorageClassLister
-	lvmNodes cache.Indexer
+	nodes    *nodeIndex
 	lvs      cache.Indexer
 	images   cache.Indexer
 	channels cache.Indexer
@@ -78,20 +79,123 @@ func fromIndexer[T any](idx cache.Indexer, resource, name string) (*T, error) {
 	return out, nil
 }
 
+// LVMNode reads the nodes' index: Filter and Score ask for every node of
+// every cycle, and a plain map of typed objects is one lookup fewer than
+// the informer's store (keyed through its generic indexer).
 func (l *clusterLister) LVMNode(name string) (*thinlvmv1.LVMNode, error) {
-	return fromIndexer[thinlvmv1.LVMNode](l.lvmNodes, "lvmnodes", name)
+	if ln := l.nodes.node(name); ln != nil {
+		return ln, nil
+	}
+	return nil, apierrors.NewNotFound(lvmNodesGVR.GroupResource(), name)
 }
 
-func (l *clusterLister) LVMNodes() ([]*thinlvmv1.LVMNode, error) {
-	var out []*thinlvmv1.LVMNode
-	for _, key := range l.lvmNodes.ListKeys() {
-		n, err := l.LVMNode(key)
-		if err != nil {
-			continue
+func (l *clusterLister) BaseHolders(image *thinlvmv1.GoldenImage) (holders, nodes int) {
+	return l.nodes.holders(image)
+}
+
+// baseKey names a golden base as a node reports it: its image's name and
+// its LV (from the image's UID).
+type baseKey struct{ name, lv string }
+
+// nodeIndex holds the LVMNodes by name and counts
+// the nodes that hold each golden base (LVMNodeStatus.BaseState Held): an
+// informer's event handler keeps both as LVMNodes come and go. PreFilter
+// asks for the holders of every pod's golden images, and counting over
+// all LVMNodes would cost O(nodes) per pod. The index follows the
+// informer's store by the handler's delay.
+type nodeIndex struct {
+	mu     sync.RWMutex
+	byName map[string]*thinlvmv1.LVMNode
+	held   map[string][]baseKey // the bases each node holds, by node
+	counts map[baseKey]int
+}
+
+func newNodeIndex() *nodeIndex {
+	return &nodeIndex{byName: map[string]*thinlvmv1.LVMNode{}, held: map[string][]baseKey{}, counts: map[baseKey]int{}}
+}
+
+// heldBases are the bases ln holds. A node's first entry of a base is the
+// one that counts (LVMNodeStatus.Base).
+func heldBases(ln *thinlvmv1.LVMNode) []baseKey {
+	var held []baseKey
+	for i, b := range ln.Status.GoldenBases {
+		first := true
+		for _, o := range ln.Status.GoldenBases[:i] {
+			if o.Name == b.Name && o.LV == b.LV {
+				first = false
+				break
+			}
 		}
-		out = append(out, n)
+		if first && b.State.Held() {
+			held = append(held, baseKey{b.Name, b.LV})
+		}
 	}
-	return out, nil
+	return held
+}
+
+func (x *nodeIndex) set(ln *thinlvmv1.LVMNode) {
+	held := heldBases(ln)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.byName[ln.Name] = ln
+	x.dropLocked(ln.Name)
+	x.held[ln.Name] = held
+	for _, k := range held {
+		x.counts[k]++
+	}
+}
+
+func (x *nodeIndex) remove(name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.byName, name)
+	x.dropLocked(name)
+	delete(x.held, name)
+}
+
+func (x *nodeIndex) dropLocked(name string) {
+	for _, k := range x.held[name] {
+		if x.counts[k]--; x.counts[k] == 0 {
+			delete(x.counts, k)
+		}
+	}
+}
+
+func (x *nodeIndex) node(name string) *thinlvmv1.LVMNode {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.byName[name]
+}
+
+func (x *nodeIndex) holders(image *thinlvmv1.GoldenImage) (holders, nodes int) {
+	k := baseKey{image.Name, thinlvmv1.BaseLVName(image)}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.counts[k], len(x.held)
+}
+
+// handler keeps the index from an LVMNode informer (typed objects).
+func (x *nodeIndex) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if ln, ok := obj.(*thinlvmv1.LVMNode); ok {
+				x.set(ln)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if ln, ok := obj.(*thinlvmv1.LVMNode); ok {
+				x.set(ln)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			switch o := obj.(type) {
+			case *thinlvmv1.LVMNode:
+				x.remove(o.Name)
+			case cache.DeletedFinalStateUnknown:
+				x.remove(o.Key) // cluster-scoped: the key is the name
+			}
+		},
+	}
 }
 
 func (l *clusterLister) LogicalVolume(name string) (*thinlvmv1.LogicalVolume, error) {

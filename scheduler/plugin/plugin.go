@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -77,7 +78,9 @@ type Lister interface {
 	PV(name string) (*corev1.PersistentVolume, error)
 	StorageClass(name string) (*storagev1.StorageClass, error)
 	LVMNode(name string) (*thinlvmv1.LVMNode, error)
-	LVMNodes() ([]*thinlvmv1.LVMNode, error)
+	// BaseHolders is how many nodes hold image's base (BaseState Held),
+	// and how many nodes have an LVMNode.
+	BaseHolders(image *thinlvmv1.GoldenImage) (holders, nodes int)
 	LogicalVolume(name string) (*thinlvmv1.LogicalVolume, error)
 	GoldenImage(name string) (*thinlvmv1.GoldenImage, error)
 	GoldenImageChannel(name string) (*thinlvmv1.GoldenImageChannel, error)
@@ -113,6 +116,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := lvmNodes.SetTransform(typed[thinlvmv1.LVMNode]); err != nil {
 		return nil, err
 	}
+	l.nodes = newNodeIndex()
+	indexed, err := lvmNodes.AddEventHandler(l.nodes.handler())
+	if err != nil {
+		return nil, err
+	}
 	lvs := factory.ForResource(logicalVolumesGVR).Informer()
 	if err := lvs.SetTransform(typed[thinlvmv1.LogicalVolume]); err != nil {
 		return nil, err
@@ -125,12 +133,15 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := channels.SetTransform(typed[thinlvmv1.GoldenImageChannel]); err != nil {
 		return nil, err
 	}
-	l.lvmNodes, l.lvs, l.images, l.channels = lvmNodes.GetIndexer(), lvs.GetIndexer(), images.GetIndexer(), channels.GetIndexer()
+	l.lvs, l.images, l.channels = lvs.GetIndexer(), images.GetIndexer(), channels.GetIndexer()
 	factory.Start(ctx.Done())
 	for gvr, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return nil, fmt.Errorf("%s: cache of %s did not sync", Name, gvr.Resource)
 		}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), indexed.HasSynced) {
+		return nil, fmt.Errorf("%s: the LVMNodes were not indexed", Name)
 	}
 	p := NewWithLister(args, l)
 	p.ledger.count = func(n int) { reservationsGauge.Set(float64(n)) }
@@ -188,7 +199,7 @@ type demand struct {
 	// GoldenImage's UID, and no node holds one of an image not made.
 	images []*thinlvmv1.GoldenImage
 	// holders count the nodes that hold each image's base (by name), nodes
-	// all nodes with an LVMNode.
+	// all nodes with an LVMNode (the lister keeps both counted).
 	holders map[string]int
 	nodes   int
 	// sourceNode holds a clone's or restore's source: there the volume is
@@ -318,19 +329,8 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 			}
 		}
 	}
-	if len(d.images) > 0 {
-		nodes, err := p.lister.LVMNodes()
-		if err != nil {
-			return nil, err
-		}
-		d.nodes = len(nodes)
-		for _, n := range nodes {
-			for _, gi := range d.images {
-				if n.Status.BaseState(gi).Held() {
-					d.holders[gi.Name]++
-				}
-			}
-		}
+	for _, gi := range d.images {
+		d.holders[gi.Name], d.nodes = p.lister.BaseHolders(gi)
 	}
 	return d, nil
 }
@@ -522,8 +522,11 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod
 		if st := p.filterFull(pod, node, ln, dc, d, class); st != nil {
 			return st
 		}
-		// The bases the node lacks are populated there first.
-		need = sizes.Add(need, ln.Status.MissingBases(class, d.images...))
+		// The bases the node lacks are populated there first (no image, no
+		// second look for the class: Filter runs for every node).
+		if len(d.images) > 0 {
+			need = sizes.Add(need, ln.Status.MissingBases(class, d.images...))
+		}
 		if need > poolCapacity(dc) {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("thinlvm device class %q holds at most %d bytes, the pod needs %d", dc.Name, poolCapacity(dc), need))
 		}

@@ -64,12 +64,13 @@ func (f *fakeLister) StorageClass(name string) (*storagev1.StorageClass, error) 
 func (f *fakeLister) LVMNode(name string) (*thinlvmv1.LVMNode, error) {
 	return get(f.nodes, "lvmnodes", name)
 }
-func (f *fakeLister) LVMNodes() ([]*thinlvmv1.LVMNode, error) {
-	var out []*thinlvmv1.LVMNode
+func (f *fakeLister) BaseHolders(gi *thinlvmv1.GoldenImage) (holders, nodes int) {
 	for _, n := range f.nodes {
-		out = append(out, n)
+		if n.Status.BaseState(gi).Held() {
+			holders++
+		}
 	}
-	return out, nil
+	return holders, len(f.nodes)
 }
 func (f *fakeLister) LogicalVolume(name string) (*thinlvmv1.LogicalVolume, error) {
 	return get(f.lvs, "logicalvolumes", name)
