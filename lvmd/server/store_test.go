@@ -778,9 +778,11 @@ func TestOutcomeUnknown(t *testing.T) {
 	e := newEnv(t, testConfig(), f, envOptions{})
 	e.settle(t)
 	f.FailNext(fake.Failure{Subcommand: "lvcreate", OutcomeUnknown: true})
+	// Counted before the call: the re-read may run in the background as
+	// soon as the outcome is unknown, before the caller has its answer.
+	reports := f.Count("fullreport")
 	_, err := e.lv.CreateLV(t.Context(), &pb.CreateLVRequest{Name: "a", SizeBytes: gib})
 	wantCode(t, err, codes.Unavailable)
-	reports := f.Count("fullreport")
 	resp, err := e.lv.CreateLV(t.Context(), &pb.CreateLVRequest{Name: "a", SizeBytes: gib})
 	if err != nil {
 		t.Fatalf("retry: %v", err)
