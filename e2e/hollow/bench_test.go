@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -370,14 +371,20 @@ func (h *bench) start(nodes []hollowNode) {
 // one, as the controller would for claims, and waits until all are Ready.
 func (h *bench) volumes(n int) {
 	t0 := time.Now()
+	existing := &thinlvmv1.LogicalVolumeList{}
+	if err := h.k.Client.List(h.ctx, existing); err != nil {
+		h.b.Fatal(err)
+	}
+	made := map[string]bool{} // at a smaller size
+	for _, lv := range existing.Items {
+		made[lv.Name] = true
+	}
 	var todo []string
 	for _, node := range h.nodes[1:] {
 		for j := range n {
-			name := fmt.Sprintf("vol-%s-%d", node, j)
-			if err := h.k.Client.Get(h.ctx, client.ObjectKey{Name: name}, &thinlvmv1.LogicalVolume{}); err == nil {
-				continue // made at a smaller size
+			if name := fmt.Sprintf("vol-%s-%d", node, j); !made[name] {
+				todo = append(todo, node+"/"+name)
 			}
-			todo = append(todo, node+"/"+name)
 		}
 	}
 	parallel(h.b, len(todo), func(i int) error {
@@ -470,7 +477,7 @@ func (h *bench) steady(size int, window time.Duration) steadyState {
 	var s steadyState
 	s.minutes = minutes
 	var agentParts, apiParts []string
-	for _, key := range sortedKeys(agents1) {
+	for _, key := range slices.Sorted(maps.Keys(agents1)) {
 		if !strings.HasPrefix(key, "hollow_api_requests_total") {
 			continue
 		}
@@ -479,7 +486,7 @@ func (h *bench) steady(size int, window time.Duration) steadyState {
 			agentParts = append(agentParts, fmt.Sprintf("%s %.3f", strings.TrimPrefix(key, "hollow_api_requests_total"), per(d)))
 		}
 	}
-	for _, key := range sortedKeys(api1) {
+	for _, key := range slices.Sorted(maps.Keys(api1)) {
 		d := api1[key] - api0[key]
 		if d <= 0 || !strings.Contains(key, `group="thinlvm.io"`) {
 			continue
@@ -593,15 +600,6 @@ func flatten(b *testing.B, raw []byte, keep map[string][]string) map[string]floa
 		}
 	}
 	return out
-}
-
-func sortedKeys(m map[string]float64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // observedMemory is the observed agent's process: its RSS and Go heap in

@@ -105,12 +105,8 @@ func Run(o Options) (l *LVMD, stop func(), err error) {
 		}
 	}
 	r.DevDir = o.DevDir
-	refresh := o.RefreshInterval
-	if refresh == 0 {
-		refresh = RefreshInterval
-	}
 	d := server.New(cfg, r, server.NewMetrics(prometheus.NewRegistry()),
-		server.Options{CommandTimeout: 20 * time.Second, RefreshInterval: refresh, DevDir: o.DevDir}, logr.Discard())
+		server.Options{CommandTimeout: 20 * time.Second, RefreshInterval: cmp.Or(o.RefreshInterval, RefreshInterval), DevDir: o.DevDir}, logr.Discard())
 	var stops []func()
 	stop = func() {
 		for _, f := range slices.Backward(stops) {

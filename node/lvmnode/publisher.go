@@ -85,7 +85,6 @@ func (p *Publisher) Start(ctx context.Context) error {
 	go p.follow(ctx, latest)
 
 	var pending *pb.GetCapacityResponse
-	var lastWrite time.Time
 	var timer <-chan time.Time
 	// held: the timer waits out DriftInterval for a report that changes
 	// only the pools' use; a newer report is looked at at once.
@@ -104,7 +103,7 @@ func (p *Publisher) Start(ctx context.Context) error {
 		if pending == nil || timer != nil {
 			continue
 		}
-		if wait := orDefault(p.Interval, 2*time.Second) - time.Since(lastWrite); wait > 0 {
+		if wait := orDefault(p.Interval, 2*time.Second) - time.Since(p.lastWritten()); wait > 0 {
 			timer = time.After(wait) // rate limit: the newest report is written when it fires
 			continue
 		}
@@ -118,7 +117,7 @@ func (p *Publisher) Start(ctx context.Context) error {
 			timer, held = time.After(wait), true
 			continue
 		}
-		lastWrite, pending = p.lastWritten(), nil
+		pending = nil
 	}
 }
 
