@@ -92,7 +92,12 @@ func TestPublisher(t *testing.T) {
 	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "pub-node", Interval: 300 * time.Millisecond, Retry: 100 * time.Millisecond}
 	go func() { _ = p.Start(ctx) }()
 
-	eventually(t, "the LVMNode", func() bool { ln := lvmNode(t, "pub-node"); return ln != nil && len(ln.Status.DeviceClasses) == 1 })
+	// The patch is visible on the API server a moment before the publisher
+	// counts it: wait for both.
+	eventually(t, "the LVMNode", func() bool {
+		ln := lvmNode(t, "pub-node")
+		return ln != nil && len(ln.Status.DeviceClasses) == 1 && p.Writes() == 1
+	})
 	ln := lvmNode(t, "pub-node")
 	want := []thinlvmv1.DeviceClassStatus{{
 		Name: "ssd", VolumeGroup: "vg0", ThinPool: "pool0", Default: true,
@@ -301,7 +306,10 @@ func TestPublisherHoldsUseDrift(t *testing.T) {
 	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "drift-node", Interval: 50 * time.Millisecond, DriftInterval: time.Hour}
 	defer cancel() // before lvmd stops
 	go func() { _ = p.Start(ctx) }()
-	eventually(t, "the LVMNode", func() bool { ln := lvmNode(t, "drift-node"); return ln != nil && len(ln.Status.DeviceClasses) == 1 })
+	eventually(t, "the LVMNode", func() bool {
+		ln := lvmNode(t, "drift-node")
+		return ln != nil && len(ln.Status.DeviceClasses) == 1 && p.Writes() == 1
+	})
 	writes := p.Writes()
 
 	// 12.5% to 13% of the 8 GiB pool: what is available, (8 GiB - used)
@@ -319,7 +327,9 @@ func TestPublisherHoldsUseDrift(t *testing.T) {
 
 	// A new LV is written at once, with the newest use.
 	f.LVM.AddLV(fake.LV{VG: "vg0", Pool: "pool0", Name: "lv9", Size: gib, Tags: []string{"thinlvm"}})
-	eventually(t, "the new LV count", func() bool { return lvmNode(t, "drift-node").Status.DeviceClasses[0].LVCount == 4 })
+	eventually(t, "the new LV count", func() bool {
+		return lvmNode(t, "drift-node").Status.DeviceClasses[0].LVCount == 4 && p.Writes() == writes+1
+	})
 	if got := lvmNode(t, "drift-node").Status.DeviceClasses[0].DataPercent; got != "13.00" {
 		t.Errorf("DataPercent %s after a significant change, want the newest 13.00", got)
 	}
@@ -327,7 +337,10 @@ func TestPublisherHoldsUseDrift(t *testing.T) {
 	// A drift of more than 1% in what is available is written.
 	writes = p.Writes()
 	f.LVM.SetPoolUsage("vg0", "pool0", 20, 10.5)
-	eventually(t, "a large use change", func() bool { return lvmNode(t, "drift-node").Status.DeviceClasses[0].DataPercent == "20.00" })
+	eventually(t, "a large use change", func() bool {
+		return lvmNode(t, "drift-node").Status.DeviceClasses[0].DataPercent == "20.00" && p.Writes() > writes
+	})
+	time.Sleep(200 * time.Millisecond) // four publisher intervals: no second write
 	if p.Writes() != writes+1 {
 		t.Errorf("a large use change made %d writes, want 1", p.Writes()-writes)
 	}
