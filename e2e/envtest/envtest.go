@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"testing"
 
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -64,6 +65,20 @@ func StartWith(o Options) (*Env, error) {
 		return nil, err
 	}
 	return &Env{Config: cfg, Client: c, env: env}, nil
+}
+
+// Main runs a package's tests against one API server: set receives it
+// before they run. A test binary that cannot start it fails.
+func Main(m *testing.M, set func(*Env)) {
+	env, err := Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		os.Exit(1)
+	}
+	set(env)
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
 }
 
 // Stop stops the API server and etcd.

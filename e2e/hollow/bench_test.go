@@ -268,18 +268,15 @@ func (h *bench) grow(size int) {
 	for _, n := range added {
 		want[n] = true
 	}
-	h.waitFor(fmt.Sprintf("the node DaemonSet's pods on %d new nodes", len(added)), 30*time.Minute, func() bool {
-		list := &corev1.PodList{}
-		if err := h.k.Client.List(h.ctx, list, client.InNamespace(cluster.Namespace),
-			client.MatchingLabels{"app.kubernetes.io/name": "thinlvm", "app.kubernetes.io/component": "node"}); err != nil {
-			h.b.Fatal(err)
-		}
-		for _, p := range list.Items {
-			if want[p.Spec.NodeName] && p.DeletionTimestamp == nil {
-				pods[p.Spec.NodeName] = p
+	h.waitFor(fmt.Sprintf("the node DaemonSet's pods on %d new nodes", len(added)), 30*time.Minute, func() (bool, error) {
+		err := listPages(h, func(list *corev1.PodList) {
+			for _, p := range list.Items {
+				if want[p.Spec.NodeName] && p.DeletionTimestamp == nil {
+					pods[p.Spec.NodeName] = p
+				}
 			}
-		}
-		return len(pods) == len(added)
+		}, client.InNamespace(cluster.Namespace), client.MatchingLabels{"app.kubernetes.io/name": "thinlvm", "app.kubernetes.io/component": "node"})
+		return len(pods) == len(added), err
 	})
 	h.logf("%d nodes: DaemonSet pods after %.0fs", size, time.Since(t0).Seconds())
 	// Tokens bound to the pods: each agent is its node's, to the API
@@ -306,18 +303,16 @@ func (h *bench) grow(size int) {
 		h.nodes = append(h.nodes, names(nodes[:n])...)
 		nodes = nodes[n:]
 	}
-	h.waitFor(fmt.Sprintf("%d LVMNodes published", size), 30*time.Minute, func() bool {
-		list := &thinlvmv1.LVMNodeList{}
-		if err := h.k.Client.List(h.ctx, list); err != nil {
-			h.b.Fatal(err)
-		}
+	h.waitFor(fmt.Sprintf("%d LVMNodes published", size), 30*time.Minute, func() (bool, error) {
 		n := 0
-		for _, ln := range list.Items {
-			if len(ln.Status.DeviceClasses) > 0 {
-				n++
+		err := listPages(h, func(list *thinlvmv1.LVMNodeList) {
+			for _, ln := range list.Items {
+				if len(ln.Status.DeviceClasses) > 0 {
+					n++
+				}
 			}
-		}
-		return n >= size
+		})
+		return err == nil && n >= size, err
 	})
 	h.logf("%d nodes: every LVMNode published after %.0fs", size, time.Since(t0).Seconds())
 }
@@ -371,14 +366,14 @@ func (h *bench) start(nodes []hollowNode) {
 // one, as the controller would for claims, and waits until all are Ready.
 func (h *bench) volumes(n int) {
 	t0 := time.Now()
-	existing := &thinlvmv1.LogicalVolumeList{}
-	if err := h.k.Client.List(h.ctx, existing); err != nil {
-		h.b.Fatal(err)
-	}
 	made := map[string]bool{} // at a smaller size
-	for _, lv := range existing.Items {
-		made[lv.Name] = true
-	}
+	h.waitFor("the LogicalVolumes made before", time.Minute, func() (bool, error) {
+		return true, listPages(h, func(list *thinlvmv1.LogicalVolumeList) {
+			for _, lv := range list.Items {
+				made[lv.Name] = true
+			}
+		})
+	})
 	var todo []string
 	for _, node := range h.nodes[1:] {
 		for j := range n {
@@ -393,18 +388,16 @@ func (h *bench) volumes(n int) {
 			Spec: thinlvmv1.LogicalVolumeSpec{Name: name, NodeName: node, Size: resource.MustParse("1Gi")}})
 	})
 	want := (len(h.nodes) - 1) * n
-	h.waitFor(fmt.Sprintf("%d LogicalVolumes Ready", want), 30*time.Minute, func() bool {
-		list := &thinlvmv1.LogicalVolumeList{}
-		if err := h.k.Client.List(h.ctx, list); err != nil {
-			h.b.Fatal(err)
-		}
+	h.waitFor(fmt.Sprintf("%d LogicalVolumes Ready", want), 30*time.Minute, func() (bool, error) {
 		ready := 0
-		for _, lv := range list.Items {
-			if strings.HasPrefix(lv.Name, "vol-") && meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady) {
-				ready++
+		err := listPages(h, func(list *thinlvmv1.LogicalVolumeList) {
+			for _, lv := range list.Items {
+				if strings.HasPrefix(lv.Name, "vol-") && meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady) {
+					ready++
+				}
 			}
-		}
-		return ready >= want
+		})
+		return err == nil && ready >= want, err
 	})
 	h.logf("%d nodes: %d LogicalVolumes made and Ready in %.0fs", len(h.nodes), len(todo), time.Since(t0).Seconds())
 }
@@ -442,18 +435,19 @@ func (h *bench) claims(size, n int) (p50, p99, total time.Duration) {
 		if time.Now().After(deadline) {
 			h.b.Fatalf("%d nodes: %d of %d claims Bound after 45m", size, done, n)
 		}
-		list := &corev1.PersistentVolumeClaimList{}
-		if err := h.k.Client.List(h.ctx, list, client.InNamespace(ns)); err != nil {
-			h.b.Fatal(err)
-		}
 		now := time.Now()
-		for _, c := range list.Items {
-			i, err := strconv.Atoi(strings.TrimPrefix(c.Name, "c"))
-			if err != nil || c.Status.Phase != corev1.ClaimBound || bound[i] != 0 {
-				continue
+		err := listPages(h, func(list *corev1.PersistentVolumeClaimList) {
+			for _, c := range list.Items {
+				i, err := strconv.Atoi(strings.TrimPrefix(c.Name, "c"))
+				if err != nil || c.Status.Phase != corev1.ClaimBound || bound[i] != 0 {
+					continue
+				}
+				bound[i] = now.Sub(created[i])
+				done++
 			}
-			bound[i] = now.Sub(created[i])
-			done++
+		}, client.InNamespace(ns))
+		if err != nil {
+			h.logf("%d nodes: listing the claims: %v (trying again)", size, err)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -652,11 +646,11 @@ func (h *bench) burst(n int) (writes, minutes float64) {
 		return h.k.Client.Create(h.ctx, &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: thinlvmv1.LogicalVolumeSpec{Name: name, NodeName: observed, Size: resource.MustParse("1Gi")}})
 	})
-	h.waitFor("the burst's volumes in the observed node's LVMNode", 5*time.Minute, func() bool {
+	h.waitFor("the burst's volumes in the observed node's LVMNode", 5*time.Minute, func() (bool, error) {
 		if err := h.k.Client.Get(h.ctx, client.ObjectKey{Name: observed}, ln); err != nil {
-			h.b.Fatal(err)
+			return false, err
 		}
-		return ln.Status.DeviceClasses[0].LVCount >= count+int32(n)
+		return ln.Status.DeviceClasses[0].LVCount >= count+int32(n), nil
 	})
 	minutes = time.Since(t0).Minutes()
 	return h.scrape(h.procs[0].metrics)[key] - before, minutes
@@ -720,13 +714,46 @@ func (h *bench) rss(name string) float64 {
 	return total
 }
 
-func (h *bench) waitFor(what string, timeout time.Duration, cond func() bool) {
+// waitFor polls cond every second until it holds. An error is tried again:
+// the API server under thousands of agents starting may cut a request
+// short (an HTTP/2 stream reset); the last one is reported at the deadline.
+func (h *bench) waitFor(what string, timeout time.Duration, cond func() (bool, error)) {
 	deadline := time.Now().Add(timeout)
-	for !cond() {
+	var errs int
+	for {
+		ok, err := cond()
+		if err == nil && ok {
+			break
+		}
+		if err != nil {
+			if errs++; errs == 1 {
+				h.logf("waiting for %s: %v (trying again)", what, err)
+			}
+		}
 		if time.Now().After(deadline) {
-			h.b.Fatalf("timed out after %s waiting for %s", timeout, what)
+			h.b.Fatalf("timed out after %s waiting for %s (%d errors, the last: %v)", timeout, what, errs, err)
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// listPages lists page by page, 500 objects a request, and gives f each
+// page: one response of thousands of objects can outlast the API server's
+// request timeout under this load.
+func listPages[T any, L interface {
+	*T
+	client.ObjectList
+}](h *bench, f func(L), opts ...client.ListOption) error {
+	cont := ""
+	for {
+		list := L(new(T))
+		if err := h.k.Client.List(h.ctx, list, append(opts, client.Limit(500), client.Continue(cont))...); err != nil {
+			return err
+		}
+		f(list)
+		if cont = list.GetContinue(); cont == "" {
+			return nil
+		}
 	}
 }
 

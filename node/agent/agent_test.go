@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -34,15 +33,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	env, err := envtest.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		os.Exit(1)
-	}
-	cfg, k8sClient = env.Config, env.Client
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	envtest.Main(m, func(env *envtest.Env) { cfg, k8sClient = env.Config, env.Client })
 }
 
 // seen counts the watch events an agent's cache received, by the node of

@@ -3,7 +3,6 @@ package lvmnode_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,15 +31,7 @@ import (
 var k8sClient client.Client
 
 func TestMain(m *testing.M) {
-	env, err := envtest.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		os.Exit(1)
-	}
-	k8sClient = env.Client
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	envtest.Main(m, func(env *envtest.Env) { k8sClient = env.Client })
 }
 
 const gib = uint64(1) << 30

@@ -1,8 +1,6 @@
 package reconciler_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -18,13 +16,5 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	env, err := envtest.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		os.Exit(1)
-	}
-	cfg, k8sClient = env.Config, env.Client
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	envtest.Main(m, func(env *envtest.Env) { cfg, k8sClient = env.Config, env.Client })
 }
