@@ -28,7 +28,11 @@ func BenchmarkFilterScorePerNode(b *testing.B) {
 		nodes = append(nodes, nodeInfo(name))
 	}
 	f.addClaim("root", "golden", "1Gi")
-	p := NewWithLister(defaultArgs(), f)
+	idx := newNodeIndex()
+	for _, ln := range f.nodes {
+		idx.set(ln)
+	}
+	p := NewWithLister(defaultArgs(), indexed{f, idx})
 	pod := podWith("vm", "root")
 	state := framework.NewCycleState()
 	if _, st := p.PreFilter(context.Background(), state, pod, nil); !st.IsSuccess() {
@@ -44,4 +48,18 @@ func BenchmarkFilterScorePerNode(b *testing.B) {
 			b.Fatal(st)
 		}
 	}
+}
+
+// indexed reads the nodes through the plugin's own index, as in the
+// scheduler, and the rest from the fake.
+type indexed struct {
+	*fakeLister
+	idx *nodeIndex
+}
+
+func (l indexed) Node(name string) (*NodeState, error) {
+	if n := l.idx.node(name); n != nil {
+		return n, nil
+	}
+	return nil, notFound("lvmnodes", name)
 }

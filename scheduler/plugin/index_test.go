@@ -48,7 +48,11 @@ func TestNodeIndexFollowsLVMNodes(t *testing.T) {
 		}
 		for i := range 60 {
 			name := fmt.Sprintf("n%d", i)
-			if got, want := h.node(name), f.nodes[name]; got != want {
+			var got *thinlvmv1.LVMNode
+			if n := h.node(name); n != nil {
+				got = n.LVMNode
+			}
+			if want := f.nodes[name]; got != want {
 				t.Fatalf("%s: node %s is %p in the index, want %p", step, name, got, want)
 			}
 		}
@@ -151,8 +155,8 @@ func TestLedgerSweepsWhatIsDue(t *testing.T) {
 				}
 			}
 		}
-		if l.len() != len(model) || l.reserved("n1", "ssd") != int64(len(model)) || l.queue.Len() != len(model) {
-			t.Fatalf("step %d: %d reservations (%d queued, %d bytes), want %d", step, l.len(), l.queue.Len(), l.reserved("n1", "ssd"), len(model))
+		if l.len() != len(model) || l.reserved("n1", "ssd").bytes != int64(len(model)) || l.queue.Len() != len(model) {
+			t.Fatalf("step %d: %d reservations (%d queued, %d bytes), want %d", step, l.len(), l.queue.Len(), l.reserved("n1", "ssd").bytes, len(model))
 		}
 	}
 }

@@ -79,8 +79,7 @@ type ledger struct {
 	mu      sync.RWMutex
 	pods    map[types.UID]*reservation
 	queue   dueQueue
-	sums    map[nodeClass]int64
-	lvSums  map[nodeClass]int
+	sums    map[nodeClass]held
 	ttl     time.Duration
 	recheck time.Duration
 	now     func() time.Time
@@ -90,7 +89,7 @@ type ledger struct {
 }
 
 func newLedger(ttl time.Duration) *ledger {
-	return &ledger{pods: map[types.UID]*reservation{}, queue: dueQueue{ttl: ttl}, sums: map[nodeClass]int64{}, lvSums: map[nodeClass]int{},
+	return &ledger{pods: map[types.UID]*reservation{}, queue: dueQueue{ttl: ttl}, sums: map[nodeClass]held{},
 		ttl: ttl, recheck: recheckAfter, now: time.Now}
 }
 
@@ -106,11 +105,10 @@ func (l *ledger) reserve(pod types.UID, r reservation) {
 	// A reservation follows a passed Filter, so b is at most a node's
 	// room and the sums stay far from overflow; sizes.Add keeps it so.
 	for class, b := range r.bytes {
-		k := nodeClass{r.node, class}
-		l.sums[k] = sizes.Add(l.sums[k], b)
+		l.addLocked(nodeClass{r.node, class}, held{bytes: b})
 	}
 	for class, n := range r.lvs {
-		l.lvSums[nodeClass{r.node, class}] += n
+		l.addLocked(nodeClass{r.node, class}, held{lvs: n})
 	}
 	l.countLocked()
 }
@@ -138,16 +136,23 @@ func (l *ledger) dropLocked(pod types.UID) {
 		heap.Remove(&l.queue, r.index)
 	}
 	for class, b := range r.bytes {
-		k := nodeClass{r.node, class}
-		if l.sums[k] -= b; l.sums[k] == 0 {
-			delete(l.sums, k)
-		}
+		l.addLocked(nodeClass{r.node, class}, held{bytes: -b})
 	}
 	for class, n := range r.lvs {
-		k := nodeClass{r.node, class}
-		if l.lvSums[k] -= n; l.lvSums[k] == 0 {
-			delete(l.lvSums, k)
-		}
+		l.addLocked(nodeClass{r.node, class}, held{lvs: -n})
+	}
+}
+
+// addLocked adds d to a node's device class's sums; a sum back at zero is
+// dropped.
+func (l *ledger) addLocked(k nodeClass, d held) {
+	h := l.sums[k]
+	h.bytes = sizes.Add(h.bytes, d.bytes)
+	h.lvs += d.lvs
+	if h == (held{}) {
+		delete(l.sums, k)
+	} else {
+		l.sums[k] = h
 	}
 }
 
@@ -179,19 +184,19 @@ func (l *ledger) sweep(settled func(reservation) bool) {
 	}
 }
 
-// reserved is what the ledger holds on a node's device class.
-func (l *ledger) reserved(node, class string) int64 {
+// held is what the ledger holds on a node's device class: bytes, and new
+// volumes (each takes room in its VG's metadata area).
+type held struct {
+	bytes int64
+	lvs   int
+}
+
+// reserved is what the ledger holds on a node's device class: one lookup
+// for both sums, as Filter and Score ask for every node of every cycle.
+func (l *ledger) reserved(node, class string) held {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.sums[nodeClass{node, class}]
-}
-
-// reservedLVs is how many new volumes the ledger holds on a node's device
-// class.
-func (l *ledger) reservedLVs(node, class string) int {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.lvSums[nodeClass{node, class}]
 }
 
 func (l *ledger) len() int {

@@ -79,14 +79,61 @@ func fromIndexer[T any](idx cache.Indexer, resource, name string) (*T, error) {
 	return out, nil
 }
 
-// LVMNode reads the nodes' index: Filter and Score ask for every node of
-// every cycle, and a plain map of typed objects is one lookup fewer than
-// the informer's store (keyed through its generic indexer).
-func (l *clusterLister) LVMNode(name string) (*thinlvmv1.LVMNode, error) {
-	if ln := l.nodes.node(name); ln != nil {
-		return ln, nil
+// Node reads the nodes' index: Filter and Score ask for every node of
+// every cycle, and a plain map is one lookup fewer than the informer's
+// store (keyed through its generic indexer).
+func (l *clusterLister) Node(name string) (*NodeState, error) {
+	if n := l.nodes.node(name); n != nil {
+		return n, nil
 	}
 	return nil, apierrors.NewNotFound(lvmNodesGVR.GroupResource(), name)
+}
+
+// NodeState is what Filter and Score read of a node: its LVMNode and each
+// device class's figures as plain values (a Quantity's value, the
+// overprovision ratio parsed), worked out once when the LVMNode changes
+// instead of for every node of every cycle.
+type NodeState struct {
+	LVMNode *thinlvmv1.LVMNode
+	classes []classState
+}
+
+// classState is one device class of a node.
+type classState struct {
+	status    *thinlvmv1.DeviceClassStatus
+	name      string
+	isDefault bool
+	available int64 // Available
+	capacity  int64 // the most it can ever hold (poolCapacity)
+	// full: over its thin pool's high-water mark or unhealthy, it takes no
+	// new volume whatever its size.
+	full bool
+}
+
+// NewNodeState works out ln's NodeState; ln must not change afterwards
+// (an informer's objects do not).
+func NewNodeState(ln *thinlvmv1.LVMNode) *NodeState {
+	n := &NodeState{LVMNode: ln, classes: make([]classState, len(ln.Status.DeviceClasses))}
+	for i := range ln.Status.DeviceClasses {
+		dc := &ln.Status.DeviceClasses[i]
+		n.classes[i] = classState{status: dc, name: dc.Name, isDefault: dc.Default, available: dc.Available.Value(),
+			capacity: poolCapacity(dc), full: dc.OverHighWatermark || dc.PoolHealth != ""}
+	}
+	return n
+}
+
+// class is the device class of that name, "" for the node's default, as
+// LVMNodeStatus.DeviceClass finds it; nil when the node has none.
+func (n *NodeState) class(name string) *classState {
+	for i := range n.classes {
+		if c := &n.classes[i]; name == "" && c.isDefault || name != "" && c.name == name {
+			return c
+		}
+	}
+	if name == "" && len(n.classes) == 1 {
+		return &n.classes[0]
+	}
+	return nil
 }
 
 func (l *clusterLister) BaseHolders(image *thinlvmv1.GoldenImage) (holders, nodes int) {
@@ -97,7 +144,7 @@ func (l *clusterLister) BaseHolders(image *thinlvmv1.GoldenImage) (holders, node
 // its LV (from the image's UID).
 type baseKey struct{ name, lv string }
 
-// nodeIndex holds the LVMNodes by name and counts
+// nodeIndex holds the nodes' states by name and counts
 // the nodes that hold each golden base (LVMNodeStatus.BaseState Held): an
 // informer's event handler keeps both as LVMNodes come and go. PreFilter
 // asks for the holders of every pod's golden images, and counting over
@@ -105,13 +152,13 @@ type baseKey struct{ name, lv string }
 // informer's store by the handler's delay.
 type nodeIndex struct {
 	mu     sync.RWMutex
-	byName map[string]*thinlvmv1.LVMNode
+	byName map[string]*NodeState
 	held   map[string][]baseKey // the bases each node holds, by node
 	counts map[baseKey]int
 }
 
 func newNodeIndex() *nodeIndex {
-	return &nodeIndex{byName: map[string]*thinlvmv1.LVMNode{}, held: map[string][]baseKey{}, counts: map[baseKey]int{}}
+	return &nodeIndex{byName: map[string]*NodeState{}, held: map[string][]baseKey{}, counts: map[baseKey]int{}}
 }
 
 // heldBases are the bases ln holds. A node's first entry of a base is the
@@ -134,10 +181,10 @@ func heldBases(ln *thinlvmv1.LVMNode) []baseKey {
 }
 
 func (x *nodeIndex) set(ln *thinlvmv1.LVMNode) {
-	held := heldBases(ln)
+	held, state := heldBases(ln), NewNodeState(ln)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.byName[ln.Name] = ln
+	x.byName[ln.Name] = state
 	x.dropLocked(ln.Name)
 	x.held[ln.Name] = held
 	for _, k := range held {
@@ -161,7 +208,7 @@ func (x *nodeIndex) dropLocked(name string) {
 	}
 }
 
-func (x *nodeIndex) node(name string) *thinlvmv1.LVMNode {
+func (x *nodeIndex) node(name string) *NodeState {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.byName[name]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -77,7 +78,9 @@ type Lister interface {
 	PVC(namespace, name string) (*corev1.PersistentVolumeClaim, error)
 	PV(name string) (*corev1.PersistentVolume, error)
 	StorageClass(name string) (*storagev1.StorageClass, error)
-	LVMNode(name string) (*thinlvmv1.LVMNode, error)
+	// Node is a node's LVMNode and what Filter and Score read of it
+	// (NewNodeState).
+	Node(name string) (*NodeState, error)
 	// BaseHolders is how many nodes hold image's base (BaseState Held),
 	// and how many nodes have an LVMNode.
 	BaseHolders(image *thinlvmv1.GoldenImage) (holders, nodes int)
@@ -194,6 +197,9 @@ type demand struct {
 	// lvs counts the new volumes by device class: each takes room in its
 	// VG's metadata area.
 	lvs map[string]int
+	// classes are bytes and lvs as a slice, in the order of the classes'
+	// names: Filter and Score read them for every node.
+	classes []classDemand
 	// images are the golden images the volumes are made from, each once.
 	// Only an image that exists counts: a base is known by its
 	// GoldenImage's UID, and no node holds one of an image not made.
@@ -209,6 +215,14 @@ type demand struct {
 	sourceNode string
 	sourceBase *thinlvmv1.GoldenImage
 	claims     []string
+}
+
+// classDemand is what a pod needs of one device class ("" for a node's
+// default).
+type classDemand struct {
+	class string
+	bytes int64
+	lvs   int
 }
 
 // Clone implements fwk.StateData; a demand is never changed after PreFilter.
@@ -245,8 +259,8 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 // report.
 func (p *Plugin) sweep() {
 	p.ledger.sweep(func(r reservation) bool {
-		ln, err := p.lister.LVMNode(r.node)
-		return err == nil && p.settled(r, ln)
+		n, err := p.lister.Node(r.node)
+		return err == nil && p.settled(r, n.LVMNode)
 	})
 }
 
@@ -331,6 +345,9 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 	}
 	for _, gi := range d.images {
 		d.holders[gi.Name], d.nodes = p.lister.BaseHolders(gi)
+	}
+	for _, class := range slices.Sorted(maps.Keys(d.bytes)) {
+		d.classes = append(d.classes, classDemand{class: class, bytes: d.bytes[class], lvs: d.lvs[class]})
 	}
 	return d, nil
 }
@@ -457,12 +474,6 @@ func demandFrom(state fwk.CycleState) (*demand, *fwk.Status) {
 	return d, nil
 }
 
-// free is the room of a device class on a node: what its LVMNode reports,
-// less what the ledger promised to pods the report does not show yet.
-func (p *Plugin) free(node string, dc *thinlvmv1.DeviceClassStatus) int64 {
-	return dc.Available.Value() - p.ledger.reserved(node, dc.Name)
-}
-
 // settleAfter is how long after its LV is made a reservation still counts:
 // the node agent publishes a change within seconds (its interval is 2s by
 // default), after which the LVMNode's room already excludes the volume.
@@ -503,38 +514,42 @@ func (p *Plugin) settled(r reservation, ln *thinlvmv1.LVMNode) bool {
 }
 
 // Filter drops nodes without thinlvm, without the device class, or without
-// room for the pod's volumes plus the golden bases they lack.
+// room for the pod's volumes plus the golden bases they lack. Its room is
+// what the LVMNode reports less what the ledger promised to pods the
+// report does not show yet.
 func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	d, st := demandFrom(state)
 	if st != nil || d == nil {
 		return st
 	}
 	node := ni.Node().Name
-	ln, err := p.lister.LVMNode(node)
+	n, err := p.lister.Node(node)
 	if err != nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node does not run thinlvm (no LVMNode)")
 	}
-	for class, need := range d.bytes {
-		dc := ln.Status.DeviceClass(class)
-		if dc == nil {
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node has no thinlvm device class %q", class))
+	for _, cd := range d.classes {
+		c := n.class(cd.class)
+		if c == nil {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node has no thinlvm device class %q", cd.class))
 		}
-		if st := p.filterFull(pod, node, ln, dc, d, class); st != nil {
+		held := p.ledger.reserved(node, c.name)
+		if st := p.filterFull(pod, n.LVMNode, c, d, cd, held.lvs); st != nil {
 			return st
 		}
 		// The bases the node lacks are populated there first (no image, no
 		// second look for the class: Filter runs for every node).
+		need := cd.bytes
 		if len(d.images) > 0 {
-			need = sizes.Add(need, ln.Status.MissingBases(class, d.images...))
+			need = sizes.Add(need, n.LVMNode.Status.MissingBases(cd.class, d.images...))
 		}
-		if need > poolCapacity(dc) {
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("thinlvm device class %q holds at most %d bytes, the pod needs %d", dc.Name, poolCapacity(dc), need))
+		if need > c.capacity {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("thinlvm device class %q holds at most %d bytes, the pod needs %d", c.name, c.capacity, need))
 		}
-		if free := p.free(node, dc); need > free {
-			if need <= dc.Available.Value() {
+		if free := c.available - held.bytes; need > free {
+			if need <= c.available {
 				p.hold(pod) // only reservations in flight stand in the way
 			}
-			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("thinlvm device class %q has %d bytes free, the pod needs %d", dc.Name, max(free, 0), need))
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("thinlvm device class %q has %d bytes free, the pod needs %d", c.name, max(free, 0), need))
 		}
 	}
 	return nil
@@ -544,29 +559,29 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, pod *corev1.Pod
 // their size: its thin pool over its high-water mark (lvmd's limit on the
 // pool's data and metadata use) or unhealthy, or its VG's metadata area
 // without room for the pod's new volumes, the bases the node lacks and
-// the volumes promised to other pods. Unschedulable, not unresolvable:
+// the heldLVs promised to other pods. Unschedulable, not unresolvable:
 // removals or a grown pool make room.
-func (p *Plugin) filterFull(pod *corev1.Pod, node string, ln *thinlvmv1.LVMNode, dc *thinlvmv1.DeviceClassStatus, d *demand, class string) *fwk.Status {
-	pool := dc.VolumeGroup + "/" + dc.ThinPool
-	if dc.OverHighWatermark || dc.PoolHealth != "" {
+func (p *Plugin) filterFull(pod *corev1.Pod, ln *thinlvmv1.LVMNode, c *classState, d *demand, cd classDemand, heldLVs int) *fwk.Status {
+	dc := c.status
+	if c.full {
 		state := "over its high-water mark"
 		if dc.PoolHealth != "" {
 			state = string(dc.PoolHealth)
 		}
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("thinlvm device class %q takes no new volumes: thin pool %s is %s (data %s%%, metadata %s%%)",
-			dc.Name, pool, state, dc.DataPercent, dc.MetadataPercent))
+			dc.Name, dc.VolumeGroup+"/"+dc.ThinPool, state, dc.DataPercent, dc.MetadataPercent))
 	}
 	m := dc.VGMetadata
 	if m == nil {
 		return nil // not reported (an older node agent): lvmd still refuses
 	}
-	need := d.lvs[class]
+	need := cd.lvs
 	for _, gi := range d.images {
-		if ln.Status.MissingBases(class, gi) > 0 {
+		if ln.Status.MissingBases(cd.class, gi) > 0 {
 			need++
 		}
 	}
-	if left := int(m.LVsLeft) - p.ledger.reservedLVs(node, dc.Name); need > left {
+	if left := int(m.LVsLeft) - heldLVs; need > left {
 		if need <= int(m.LVsLeft) {
 			p.hold(pod) // only reservations in flight stand in the way
 		}
@@ -582,15 +597,15 @@ func (p *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *corev1.
 	if st != nil || d == nil {
 		return st
 	}
-	ln, err := p.lister.LVMNode(node)
+	n, err := p.lister.Node(node)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
 	bytes, lvs := map[string]int64{}, map[string]int{}
-	for class, need := range d.bytes {
-		if dc := ln.Status.DeviceClass(class); dc != nil {
-			bytes[dc.Name] += need
-			lvs[dc.Name] += d.lvs[class]
+	for _, cd := range d.classes {
+		if c := n.class(cd.class); c != nil {
+			bytes[c.name] += cd.bytes
+			lvs[c.name] += cd.lvs
 		}
 	}
 	p.ledger.reserve(pod.UID, reservation{node: node, bytes: bytes, lvs: lvs, claims: d.claims})
@@ -624,21 +639,21 @@ func (p *Plugin) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Po
 		return 0, st
 	}
 	node := ni.Node().Name
-	ln, err := p.lister.LVMNode(node)
+	n, err := p.lister.Node(node)
 	if err != nil {
 		return 0, nil
 	}
 	var capSum, weightSum int64
-	for class, need := range d.bytes {
-		dc := ln.Status.DeviceClass(class)
-		if dc == nil {
+	for _, cd := range d.classes {
+		c := n.class(cd.class)
+		if c == nil {
 			continue
 		}
-		w, ok := p.args.DeviceClassWeights[dc.Name]
+		w, ok := p.args.DeviceClassWeights[c.name]
 		if !ok {
 			w = 1
 		}
-		capSum += w * capacityScore(p.args.CapacityStrategy, p.free(node, dc), need, poolCapacity(dc))
+		capSum += w * capacityScore(p.args.CapacityStrategy, c.available-p.ledger.reserved(node, c.name).bytes, cd.bytes, c.capacity)
 		weightSum += w
 	}
 	var capScore int64
@@ -647,19 +662,20 @@ func (p *Plugin) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Po
 	}
 	var locScore int64
 	for _, gi := range d.images {
-		locScore += localityScore(ln.Status.BaseState(gi), d.holders[gi.Name], d.nodes)
+		locScore += localityScore(n.LVMNode.Status.BaseState(gi), d.holders[gi.Name], d.nodes)
 	}
 	parts := int64(len(d.images))
 	if d.sourceNode != "" {
-		locScore += copyScore(node == d.sourceNode, d.sourceBase != nil && ln.Status.BaseState(d.sourceBase) == thinlvmv1.GoldenBaseReady)
+		locScore += copyScore(node == d.sourceNode, d.sourceBase != nil && n.LVMNode.Status.BaseState(d.sourceBase) == thinlvmv1.GoldenBaseReady)
 		parts++
 	}
 	if parts > 0 {
 		locScore /= parts
 	}
 	score := combine(capScore, locScore, p.args.CapacityWeight, p.args.LocalityWeight)
-	if logger := klog.FromContext(ctx).V(5); logger.Enabled() {
-		logger.Info("thinlvm score", "pod", klog.KObj(pod), "node", klog.KRef("", node), "capacity", capScore, "locality", locScore, "score", score)
+	// klog.V first: FromContext walks the context for every node.
+	if klog.V(5).Enabled() {
+		klog.FromContext(ctx).V(5).Info("thinlvm score", "pod", klog.KObj(pod), "node", klog.KRef("", node), "capacity", capScore, "locality", locScore, "score", score)
 	}
 	return score, nil
 }

@@ -61,8 +61,13 @@ func (f *fakeLister) PV(name string) (*corev1.PersistentVolume, error) {
 func (f *fakeLister) StorageClass(name string) (*storagev1.StorageClass, error) {
 	return get(f.scs, "storageclasses", name)
 }
-func (f *fakeLister) LVMNode(name string) (*thinlvmv1.LVMNode, error) {
-	return get(f.nodes, "lvmnodes", name)
+// Node works the state out at every call: tests change f.nodes in place.
+func (f *fakeLister) Node(name string) (*NodeState, error) {
+	ln, err := get(f.nodes, "lvmnodes", name)
+	if err != nil {
+		return nil, err
+	}
+	return NewNodeState(ln), nil
 }
 func (f *fakeLister) BaseHolders(gi *thinlvmv1.GoldenImage) (holders, nodes int) {
 	for _, n := range f.nodes {
@@ -325,7 +330,7 @@ func TestUnsettledReservationsAreRecheckedLater(t *testing.T) {
 	settled := func(reservation) bool { asked++; return false }
 	for range 3 {
 		l.sweep(settled)
-		if got := l.reserved("n1", "ssd"); got != 1 {
+		if got := l.reserved("n1", "ssd").bytes; got != 1 {
 			t.Fatalf("reserved %d, want 1", got)
 		}
 	}
@@ -339,12 +344,12 @@ func TestUnsettledReservationsAreRecheckedLater(t *testing.T) {
 	}
 	l.reserve("b", reservation{node: "n1", bytes: map[string]int64{"ssd": 2}})
 	l.reserve("a", reservation{node: "n1", bytes: map[string]int64{"ssd": 4}}) // replaces a's
-	if got := l.reserved("n1", "ssd"); got != 6 {
+	if got := l.reserved("n1", "ssd").bytes; got != 6 {
 		t.Errorf("reserved %d, want 6", got)
 	}
 	l.release("a")
 	l.release("b")
-	if got := l.reserved("n1", "ssd"); got != 0 || len(l.sums) != 0 {
+	if got := l.reserved("n1", "ssd").bytes; got != 0 || len(l.sums) != 0 {
 		t.Errorf("after release: reserved %d, sums %v", got, l.sums)
 	}
 }
@@ -531,7 +536,7 @@ func TestGoldenVolumesTakeTheImagesClass(t *testing.T) {
 	if st := p.Reserve(context.Background(), state, pod, "both"); !st.IsSuccess() {
 		t.Fatal(st)
 	}
-	if hdd, ssd := p.ledger.reserved("both", "hdd"), p.ledger.reserved("both", "ssd"); hdd != 2<<30 || ssd != 0 {
+	if hdd, ssd := p.ledger.reserved("both", "hdd").bytes, p.ledger.reserved("both", "ssd").bytes; hdd != 2<<30 || ssd != 0 {
 		t.Errorf("reserved %d in hdd and %d in ssd, want 2Gi in hdd", hdd, ssd)
 	}
 	// A clone in the golden class counts in the image's class but not the
@@ -630,7 +635,7 @@ func TestExtensionPointsWithoutDemand(t *testing.T) {
 		t.Errorf("Reserve: %v", st)
 	}
 	p.Unreserve(ctx, state, pod, "n1")
-	if got := p.ledger.reserved("n1", "ssd"); got != 0 {
+	if got := p.ledger.reserved("n1", "ssd").bytes; got != 0 {
 		t.Errorf("a pod without demand reserved %d bytes", got)
 	}
 }
@@ -666,7 +671,7 @@ func TestDemandNeverWraps(t *testing.T) {
 			if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), tc.want) {
 				t.Fatalf("%s: %v, want UnschedulableAndUnresolvable %q (all: %v)", tc.at, st, tc.want, got)
 			}
-			if r := p.ledger.reserved("n1", "ssd"); r != 0 {
+			if r := p.ledger.reserved("n1", "ssd").bytes; r != 0 {
 				t.Errorf("the ledger holds %d bytes on n1", r)
 			}
 			f.addClaim("honest", "thin", "1Gi")
