@@ -61,6 +61,7 @@ func (f *fakeLister) PV(name string) (*corev1.PersistentVolume, error) {
 func (f *fakeLister) StorageClass(name string) (*storagev1.StorageClass, error) {
 	return get(f.scs, "storageclasses", name)
 }
+
 // Node works the state out at every call: tests change f.nodes in place.
 func (f *fakeLister) Node(name string) (*NodeState, error) {
 	ln, err := get(f.nodes, "lvmnodes", name)
