@@ -46,6 +46,12 @@ type Options struct {
 	Progress func(Progress)
 	// ControllerManagerArgs are added to kube-controller-manager's.
 	ControllerManagerArgs []string
+	// SlowHeartbeats: kwok writes each node's status every 10 to 20 minutes
+	// and renews its Lease every 150 s (a 600 s lease), not every 20 to 45
+	// s and 10 s as a kubelet does. At 5,000 nodes the kubelet's rate is
+	// about 650 writes a second, all of one small host's API server. Pair
+	// it with a --node-monitor-grace-period longer than 20 minutes.
+	SlowHeartbeats bool
 }
 
 // Cluster is a running local control plane.
@@ -327,13 +333,17 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		"--authorization-kubeconfig="+c.Kubeconfig); err != nil {
 		return c, err
 	}
-	stages, err := c.kwokStages()
+	heartbeat, lease := "node/heartbeat/node-heartbeat.yaml", "40"
+	if o.SlowHeartbeats {
+		heartbeat, lease = "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml", "600"
+	}
+	stages, err := c.kwokStages(heartbeat)
 	if err != nil {
 		return c, err
 	}
 	if err := c.Run("kwok", nil, filepath.Join(c.K8sBin, "kwok"), "--kubeconfig="+c.Kubeconfig, "--config="+stages,
 		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr=10.244.0.0/16", "--node-ip=127.0.0.1"); err != nil {
+		"--cidr=10.244.0.0/16", "--node-ip=127.0.0.1", "--node-lease-duration-seconds="+lease); err != nil {
 		return c, err
 	}
 	// Pods need the default ServiceAccount, which the controller manager makes.
@@ -347,8 +357,9 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	return c, nil
 }
 
-// kwokStages writes the kwok module's "fast" node and pod stages.
-func (c *Cluster) kwokStages() (string, error) {
+// kwokStages writes the kwok module's "fast" node and pod stages, and the
+// node heartbeat stage named.
+func (c *Cluster) kwokStages(heartbeat string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
@@ -358,7 +369,7 @@ func (c *Cluster) kwokStages() (string, error) {
 		return "", err
 	}
 	var all []byte
-	for _, f := range []string{"node/fast/node-initialize.yaml", "node/heartbeat/node-heartbeat.yaml",
+	for _, f := range []string{"node/fast/node-initialize.yaml", heartbeat,
 		"pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml"} {
 		b, err := os.ReadFile(filepath.Join(dir, "kustomize", "stage", f))
 		if err != nil {
