@@ -96,6 +96,9 @@ func (l *clusterLister) Node(name string) (*NodeState, error) {
 type NodeState struct {
 	LVMNode *thinlvmv1.LVMNode
 	classes []classState
+	// inline holds the class of a node with one, in the same allocation:
+	// Filter and Score then read no other memory of the node.
+	inline [1]classState
 }
 
 // classState is one device class of a node.
@@ -108,16 +111,25 @@ type classState struct {
 	// full: over its thin pool's high-water mark or unhealthy, it takes no
 	// new volume whatever its size.
 	full bool
+	// lvsLeft is the room in its VG's metadata area, in volumes; -1 when
+	// the node does not report it (an older node agent).
+	lvsLeft int
 }
 
 // NewNodeState works out ln's NodeState; ln must not change afterwards
 // (an informer's objects do not).
 func NewNodeState(ln *thinlvmv1.LVMNode) *NodeState {
-	n := &NodeState{LVMNode: ln, classes: make([]classState, len(ln.Status.DeviceClasses))}
+	n := &NodeState{LVMNode: ln}
+	if n.classes = n.inline[:]; len(ln.Status.DeviceClasses) != 1 {
+		n.classes = make([]classState, len(ln.Status.DeviceClasses))
+	}
 	for i := range ln.Status.DeviceClasses {
 		dc := &ln.Status.DeviceClasses[i]
 		n.classes[i] = classState{status: dc, name: dc.Name, isDefault: dc.Default, available: dc.Available.Value(),
-			capacity: poolCapacity(dc), full: dc.OverHighWatermark || dc.PoolHealth != ""}
+			capacity: poolCapacity(dc), full: dc.OverHighWatermark || dc.PoolHealth != "", lvsLeft: -1}
+		if m := dc.VGMetadata; m != nil {
+			n.classes[i].lvsLeft = int(m.LVsLeft)
+		}
 	}
 	return n
 }

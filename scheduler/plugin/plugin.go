@@ -571,18 +571,18 @@ func (p *Plugin) filterFull(pod *corev1.Pod, ln *thinlvmv1.LVMNode, c *classStat
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("thinlvm device class %q takes no new volumes: thin pool %s is %s (data %s%%, metadata %s%%)",
 			dc.Name, dc.VolumeGroup+"/"+dc.ThinPool, state, dc.DataPercent, dc.MetadataPercent))
 	}
-	m := dc.VGMetadata
-	if m == nil {
+	if c.lvsLeft < 0 {
 		return nil // not reported (an older node agent): lvmd still refuses
 	}
+	m := dc.VGMetadata
 	need := cd.lvs
 	for _, gi := range d.images {
 		if ln.Status.MissingBases(cd.class, gi) > 0 {
 			need++
 		}
 	}
-	if left := int(m.LVsLeft) - heldLVs; need > left {
-		if need <= int(m.LVsLeft) {
+	if left := c.lvsLeft - heldLVs; need > left {
+		if need <= c.lvsLeft {
 			p.hold(pod) // only reservations in flight stand in the way
 		}
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("thinlvm device class %q: the metadata area of volume group %q has room for %d more volumes (%s of %s free), the pod needs %d",
