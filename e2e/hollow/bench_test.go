@@ -16,13 +16,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -764,35 +764,17 @@ func (h *bench) logf(format string, args ...any) {
 	fmt.Printf("hollow: "+format+"\n", args...)
 }
 
-// parallel runs f for 0..n-1 on 32 workers.
+// parallel runs f for 0..n-1, 32 at a time, and fails b with the first
+// error.
 func parallel(b *testing.B, n int, f func(int) error) {
 	b.Helper()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	next := make(chan int)
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := f(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(32)
 	for i := range n {
-		next <- i
+		g.Go(func() error { return f(i) })
 	}
-	close(next)
-	wg.Wait()
-	if first != nil {
-		b.Fatal(first)
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -453,28 +454,16 @@ func sample(line string) (name string, labels map[string]string, value float64, 
 	return head, labels, v, true
 }
 
-// parallel runs f for 0..n-1 on 32 workers.
+// parallel runs f for 0..n-1, 32 at a time, and fails b with the first
+// error.
 func parallel(b *testing.B, n int, f func(int) error) {
 	b.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range 32 {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		})
+	var g errgroup.Group
+	g.SetLimit(32)
+	for i := range n {
+		g.Go(func() error { return f(i) })
 	}
-	for i := range max(n, 0) {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := g.Wait(); err != nil {
 		b.Fatal(err)
 	}
 }
