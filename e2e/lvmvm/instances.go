@@ -3,7 +3,6 @@ package lvmvm
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -77,21 +74,7 @@ func (in *LVMDInstance) Stop(ctx context.Context, sig syscall.Signal) error {
 
 // Metrics scrapes the instance's Prometheus metrics.
 func (in *LVMDInstance) Metrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.vm.Addr(in.metricsPort)+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "text/plain")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape lvmd %s metrics: %w", in.name, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape lvmd %s metrics: %s", in.name, resp.Status)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	return p.TextToMetricFamilies(resp.Body)
+	return scrape(ctx, in.vm.Addr(in.metricsPort), "lvmd "+in.name)
 }
 
 // SpawnPID is Spawn that returns the process's pid in the guest.

@@ -70,18 +70,24 @@ func (vm *VM) DialLVMD() (*grpc.ClientConn, error) {
 
 // LVMDMetrics scrapes lvmd's Prometheus metrics.
 func (vm *VM) LVMDMetrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+vm.Addr(LVMDMetricsPort)+"/metrics", nil)
+	return scrape(ctx, vm.Addr(LVMDMetricsPort), "lvmd")
+}
+
+// scrape reads the Prometheus metrics served at addr (a forward to a
+// guest port) in the text format.
+func scrape(ctx context.Context, addr, what string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/plain")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("scrape lvmd metrics: %w", err)
+		return nil, fmt.Errorf("scrape %s metrics: %w", what, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape lvmd metrics: %s", resp.Status)
+		return nil, fmt.Errorf("scrape %s metrics: %s", what, resp.Status)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	return p.TextToMetricFamilies(resp.Body)
