@@ -75,10 +75,10 @@ var profiles = map[string]string{
 // provisioner to finish the binding); the rate runs from the first
 // decision to the last, leaving the scheduler's start-up out. The rates
 // move with the machine's other load; the scheduler's CPU time per pod
-// over the same span, also reported with the ratio of its medians,
-// hardly does. Each round also prints where the scheduler spent its time by extension point (its
-// framework metrics), and takes a CPU profile (-schedbench.profiles keeps
-// them).
+// over the same span, also reported with the ratio of its medians, moves
+// less. Each round also prints where the scheduler spent its time by
+// extension point (its framework metrics), and takes a CPU profile
+// (-schedbench.profiles keeps them).
 func BenchmarkSchedulingThroughput(b *testing.B) {
 	ctx := context.Background()
 	env, err := envtest.Start()
@@ -312,8 +312,8 @@ func (h *harness) round(b *testing.B, size, round int, profile string, took time
 }
 
 // cpuTime is the user and system CPU time a process has used so far
-// (/proc/PID/stat, in clock ticks of 10 ms). Unlike the rates, it hardly
-// moves with the machine's other load.
+// (/proc/PID/stat, in clock ticks of 10 ms). It moves with the machine's
+// other load less than the rates do.
 func cpuTime(b *testing.B, pid int) time.Duration {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
