@@ -82,9 +82,9 @@ func BenchmarkHollowNodes(b *testing.B) {
 	// agents, the API server and the rest: it falls behind, and the node
 	// lifecycle controller would take the nodes for lost (NotReady, pods
 	// evicted). Real nodes heartbeat from their own machines. And it
-	// heartbeats slowly: at a kubelet's rate, 5,000 nodes' heartbeats alone
-	// are about 650 writes a second, which left the LogicalVolumes at 2 a
-	// second on this host's API server.
+	// heartbeats slowly: at a kubelet's rate, 5,000 nodes' heartbeats are
+	// about 650 writes a second to this host's API server, the harness's
+	// load and not thinlvm's.
 	k, err := cluster.Start(ctx, cluster.Options{Log: logf, ControllerManagerArgs: []string{"--node-monitor-grace-period=1h"}, SlowHeartbeats: true})
 	if err != nil {
 		b.Fatal(err)
