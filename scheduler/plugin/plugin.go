@@ -194,10 +194,8 @@ func (p *Plugin) Name() string { return Name }
 type demand struct {
 	// bytes by device class ("" is a node's default class).
 	bytes map[string]int64
-	// lvs counts the new volumes by device class: each takes room in its
-	// VG's metadata area.
-	lvs map[string]int
-	// classes are bytes and lvs as a slice, in the order of the classes'
+	// classes are bytes and the new volumes' count (each takes room in its
+	// VG's metadata area) by device class, in the order of the classes'
 	// names: Filter and Score read them for every node.
 	classes []classDemand
 	// images are the golden images the volumes are made from, each once.
@@ -289,7 +287,8 @@ func (p *Plugin) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragme
 func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error) {
-	d := &demand{bytes: map[string]int64{}, lvs: map[string]int{}, holders: map[string]int{}}
+	d := &demand{bytes: map[string]int64{}, holders: map[string]int{}}
+	lvs := map[string]int{}
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim == nil {
 			continue
@@ -333,7 +332,7 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 		}
 		size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 		d.bytes[class] = sizes.Add(d.bytes[class], size.Value())
-		d.lvs[class]++
+		lvs[class]++
 		d.claims = append(d.claims, pvc.Namespace+"/"+pvc.Name)
 		if src := pvc.Spec.DataSource; copied {
 			// Sources on several nodes: the first one's node is preferred,
@@ -347,7 +346,7 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 		d.holders[gi.Name], d.nodes = p.lister.BaseHolders(gi)
 	}
 	for _, class := range slices.Sorted(maps.Keys(d.bytes)) {
-		d.classes = append(d.classes, classDemand{class: class, bytes: d.bytes[class], lvs: d.lvs[class]})
+		d.classes = append(d.classes, classDemand{class: class, bytes: d.bytes[class], lvs: lvs[class]})
 	}
 	return d, nil
 }
@@ -574,7 +573,6 @@ func (p *Plugin) filterFull(pod *corev1.Pod, ln *thinlvmv1.LVMNode, c *classStat
 	if c.lvsLeft < 0 {
 		return nil // not reported (an older node agent): lvmd still refuses
 	}
-	m := dc.VGMetadata
 	need := cd.lvs
 	for _, gi := range d.images {
 		if ln.Status.MissingBases(cd.class, gi) > 0 {
@@ -585,6 +583,7 @@ func (p *Plugin) filterFull(pod *corev1.Pod, ln *thinlvmv1.LVMNode, c *classStat
 		if need <= c.lvsLeft {
 			p.hold(pod) // only reservations in flight stand in the way
 		}
+		m := dc.VGMetadata
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("thinlvm device class %q: the metadata area of volume group %q has room for %d more volumes (%s of %s free), the pod needs %d",
 			dc.Name, dc.VolumeGroup, max(left, 0), m.Free.String(), m.Size.String(), need))
 	}
