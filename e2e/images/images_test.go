@@ -310,7 +310,7 @@ func readyNodes(t testing.TB, image string, nodes ...string) {
 		return err == nil && gi.Status.ReadyNodes == int32(len(want)) && slices.Equal(gi.Status.Nodes, want), err
 	})
 	if err != nil {
-		t.Errorf("%v: readyNodes %d, nodes %v", err, gi.Status.ReadyNodes, gi.Status.Nodes)
+		t.Errorf("%v\n%s", err, tb.ImageState(ctx, image))
 	}
 }
 

@@ -110,6 +110,7 @@ func goldenImages(ctx context.Context) (*httptest.Server, error) {
 				return nil, err
 			}
 		}
+		begin := time.Now()
 		err := tb.WaitFor(ctx, "the bases of "+gi.Name, 10*time.Minute, func() (bool, error) {
 			got := &thinlvmv1.GoldenImage{}
 			err := tb.Client.Get(ctx, client.ObjectKeyFromObject(gi), got)
@@ -117,8 +118,9 @@ func goldenImages(ctx context.Context) (*httptest.Server, error) {
 		})
 		if err != nil {
 			srv.Close()
-			return nil, err
+			return nil, fmt.Errorf("%w\n%s", err, tb.ImageState(ctx, gi.Name))
 		}
+		fmt.Fprintf(os.Stderr, "the bases of %s Ready on %v in %s\n", gi.Name, c.nodes, time.Since(begin).Round(time.Second))
 	}
 	return srv, nil
 }
