@@ -190,14 +190,17 @@ func (tb *Testbed) Stop() {
 }
 
 // DumpLogs writes the tails of thinlvm's processes' logs, on the host and
-// in the VM, to w.
+// in the VM, to w, then what ended a process anywhere in them (restarts,
+// panics), which a tail may have cut off.
 func (tb *Testbed) DumpLogs(w io.Writer) {
 	if w == nil {
 		return
 	}
+	var ends []string
 	for _, p := range tb.Procs() {
 		if strings.HasPrefix(p, "thinlvm-") || strings.HasPrefix(p, "csi-") || strings.HasPrefix(p, "lvmd@") {
 			fmt.Fprintf(w, "--- %s log (tail) ---\n%s\n", p, tb.Log(p))
+			ends = append(ends, processEnds(p, filepath.Join(tb.Dir, "logs", p+".log"))...)
 		}
 	}
 	for _, node := range slices.Sorted(maps.Keys(tb.VMs)) {
@@ -208,6 +211,24 @@ func (tb *Testbed) DumpLogs(w io.Writer) {
 				b = b[len(b)-8000:]
 			}
 			fmt.Fprintf(w, "--- %s: %s (tail) ---\n%s\n", node, filepath.Base(l), b)
+			ends = append(ends, processEnds(node+": "+filepath.Base(l), l)...)
 		}
 	}
+	fmt.Fprintf(w, "--- restarts and panics in those logs: %d ---\n", len(ends))
+	for _, e := range ends[max(0, len(ends)-12):] {
+		fmt.Fprintln(w, e)
+	}
+}
+
+// processEnds is the lines of a whole log that tell of its process's end:
+// podrun's restarts and Go's panics and fatal errors, each named by log.
+func processEnds(name, path string) []string {
+	b, _ := os.ReadFile(path)
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, "podrun: container exited") || strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
+			out = append(out, name+": "+strings.TrimSpace(line))
+		}
+	}
+	return out
 }
