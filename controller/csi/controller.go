@@ -47,8 +47,9 @@ type ControllerServer struct {
 	// Recorder, when set, tells a claim why its volume waits (an Event on
 	// the PVC the provisioner names with --extra-create-metadata).
 	Recorder events.EventRecorder
-	// APIReader reads a claim past the cache: for its Event (its UID), and
-	// a prime claim's GoldenImage, which was just made.
+	// APIReader reads past the cache: a claim for its Event (its UID), a
+	// prime claim's GoldenImage, which was just made, and the channel of
+	// a class's golden-image-channel parameter, which may just have moved.
 	APIReader client.Reader
 	// Namespace is the controller's own namespace: only a claim there (a
 	// prime claim the populator made) has its
@@ -485,8 +486,15 @@ func (s *ControllerServer) goldenImageFor(ctx context.Context, params map[string
 	} else if err != nil && !apierrors.IsNotFound(err) {
 		return "", "", status.Errorf(codes.Internal, "get LogicalVolume %s: %v", lvName, err)
 	}
+	// From the API server, not the cache: a claim made right after its
+	// channel moved is made from the new version, whichever event the
+	// cache would have delivered first.
+	reader := s.APIReader
+	if reader == nil {
+		reader = s.Client
+	}
 	ch := &thinlvmv1.GoldenImageChannel{}
-	if err := s.Client.Get(ctx, types.NamespacedName{Name: chName}, ch); err != nil {
+	if err := reader.Get(ctx, types.NamespacedName{Name: chName}, ch); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", "", status.Errorf(codes.NotFound, "GoldenImageChannel %s (StorageClass parameter %s) not found", chName, thinlvmv1.GoldenImageChannelParameter)
 		}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
@@ -175,14 +176,16 @@ func TestGoldenImageChannelClass(t *testing.T) {
 		t.Errorf("%d bytes, source (-want +got):\n%s", old.GetCapacityBytes(), diff)
 	}
 
+	before := ch.DeepCopy()
 	ch.Spec.GoldenImage = "distro-v2"
 	if err := k8s.Update(ctx, ch); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the controller's cache sees the channel move", func() bool {
-		got := &thinlvmv1.GoldenImageChannel{}
-		return srv.Client.Get(ctx, types.NamespacedName{Name: "distro"}, got) == nil && got.Spec.GoldenImage == "distro-v2"
-	})
+	// The volume made right after the move is made from the new version
+	// even by a controller whose cache has not seen the move yet (its
+	// informer holds the channel's update event).
+	held := *srv
+	held.Client = channelAsBefore{Client: srv.Client, before: before}
 	again, err := createWith("pvc-chan-old", class)
 	if err != nil || again.GetVolumeId() != old.GetVolumeId() {
 		t.Fatalf("repeat after the channel moved: %v %v", again, err)
@@ -190,10 +193,12 @@ func TestGoldenImageChannelClass(t *testing.T) {
 	if got := source(t, old.GetVolumeId()); got.Name != "distro-v1" {
 		t.Errorf("the old volume's source became %v", got)
 	}
-	fresh, err := createWith("pvc-chan-new", class)
+	resp, err := held.CreateVolume(ctx, &csispec.CreateVolumeRequest{Name: "pvc-chan-new", VolumeCapabilities: rwo, Parameters: class,
+		CapacityRange: &csispec.CapacityRange{RequiredBytes: 1 << 30}, AccessibilityRequirements: top("n1")})
 	if err != nil {
 		t.Fatal(err)
 	}
+	fresh := resp.GetVolume()
 	if got := source(t, fresh.GetVolumeId()); got.Name != "distro-v2" || fresh.GetCapacityBytes() != 3<<30 {
 		t.Errorf("new volume: source %v, %d bytes; want distro-v2's 3Gi", got, fresh.GetCapacityBytes())
 	}
@@ -239,4 +244,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// channelAsBefore is a controller's cache that has not delivered a
+// channel's move yet: Get returns the channel as it was before.
+type channelAsBefore struct {
+	client.Client
+	before *thinlvmv1.GoldenImageChannel
+}
+
+func (c channelAsBefore) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if ch, ok := obj.(*thinlvmv1.GoldenImageChannel); ok && key.Name == c.before.Name {
+		c.before.DeepCopyInto(ch)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
 }

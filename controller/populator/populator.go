@@ -83,7 +83,10 @@ type Reconciler struct {
 	// Client reads claims, StorageClasses, GoldenImages and channels from
 	// the manager's cache and writes claims and PVs.
 	Client client.Client
-	// APIReader reads a prime claim's PV past the cache: it was just made.
+	// APIReader reads past the cache what must be current: a prime claim's
+	// PV (it was just made), and the channel a claim is resolved through
+	// (a claim made right after its channel moved gets the new version,
+	// whichever of the two events the cache delivers first).
 	APIReader client.Reader
 	// Recorder puts Events on the tenant's claims.
 	Recorder events.EventRecorder
@@ -277,8 +280,11 @@ func (r *Reconciler) resolve(ctx context.Context, claim *corev1.PersistentVolume
 			}
 		}
 		if name == "" {
+			// Read once per claim, from the API server: the cache may not
+			// have the channel's last move yet, and what is resolved here
+			// is recorded on the claim for good.
 			ch := &thinlvmv1.GoldenImageChannel{}
-			if err := r.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, ch); err != nil {
+			if err := r.APIReader.Get(ctx, types.NamespacedName{Name: ref.Name}, ch); err != nil {
 				if apierrors.IsNotFound(err) {
 					r.Recorder.Eventf(claim, &thinlvmv1.GoldenImageChannel{ObjectMeta: metav1.ObjectMeta{Name: ref.Name}}, corev1.EventTypeWarning,
 						ReasonWaitingForGoldenImage, "Populate", "GoldenImageChannel %s not found: the claim waits for it", ref.Name)

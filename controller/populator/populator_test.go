@@ -344,6 +344,61 @@ func TestChannelResolvedOnce(t *testing.T) {
 	waitEvent(t, late, populator.ReasonPopulating, "os-v2", "a node the provisioner picks")
 }
 
+// A claim made right after its channel moved gets the new version even
+// when the populator's cache has not delivered the move yet: the channel
+// is read from the API server when a claim is resolved. The claim is made
+// in the manager's populator's own namespace, which that one leaves alone,
+// and is reconciled here by a populator whose cache shows the channel as
+// it was before the move.
+func TestChannelMoveNotYetInTheCache(t *testing.T) {
+	ctx := context.Background()
+	image(t, "web-v1")
+	image(t, "web-v2")
+	ch := &thinlvmv1.GoldenImageChannel{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: thinlvmv1.GoldenImageChannelSpec{GoldenImage: "web-v1"}}
+	if err := k8s.Create(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	before := ch.DeepCopy()
+	ch.Spec.GoldenImage = "web-v2"
+	if err := k8s.Update(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	const heldNS = "thinlvm-held"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: heldNS}}); err != nil {
+		t.Fatal(err)
+	}
+	held := &populator.Reconciler{Client: channelAsBefore{Client: k8s, before: before}, APIReader: k8s, Recorder: direct.Recorder, Namespace: heldNS}
+	claim := tenantClaim(t, ns, "after-the-move", "thin-now", thinlvmv1.KindGoldenImageChannel, "web")
+	if _, err := held.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(claim)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, client.ObjectKeyFromObject(claim)).Annotations[thinlvmv1.GoldenImageAnnotation]; got != "web-v2" {
+		t.Errorf("the claim records %q, want web-v2 (the channel moved before the claim was made)", got)
+	}
+	prime := &corev1.PersistentVolumeClaim{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: heldNS, Name: populator.PrimeName(claim.UID)}, prime); err != nil {
+		t.Fatal(err)
+	}
+	if got := prime.Annotations[thinlvmv1.PopulateGoldenImageAnnotation]; got != "web-v2" {
+		t.Errorf("the prime claim is made from %q, want web-v2", got)
+	}
+}
+
+// channelAsBefore is a cache that has not delivered a channel's move yet:
+// Get returns the channel as it was before.
+type channelAsBefore struct {
+	client.Client
+	before *thinlvmv1.GoldenImageChannel
+}
+
+func (c channelAsBefore) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if ch, ok := obj.(*thinlvmv1.GoldenImageChannel); ok && key.Name == c.before.Name {
+		c.before.DeepCopyInto(ch)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
 // A claim whose channel's version was deleted (the channel moved on and
 // the old image went) before the claim got its volume takes the channel's
 // current version instead of waiting for the deleted one.

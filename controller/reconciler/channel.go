@@ -107,9 +107,12 @@ func (r *GoldenImageChannelReconciler) SetupWithManager(mgr ctrl.Manager) error 
 	// A volume's source never changes: only its making and its going
 	// change a count.
 	madeOrGone := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
+	// Every change of a channel, its status too: a status written from a
+	// cache that lagged (compared with, or patched onto, an older status)
+	// is looked at again once the cache has the written one (statusWrite).
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("goldenimagechannel-status").
-		For(&thinlvmv1.GoldenImageChannel{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&thinlvmv1.GoldenImageChannel{}).
 		Watches(&thinlvmv1.GoldenImage{}, handler.EnqueueRequestsFromMapFunc(ofImage),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&thinlvmv1.LVMNode{}, handler.EnqueueRequestsFromMapFunc(ofBases), builder.WithPredicates(basesChanged)).
@@ -205,10 +208,10 @@ func (r *GoldenImageChannelReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if equalChannelStatus(ch.Status, st) {
 		return ctrl.Result{}, nil
 	}
-	patch := client.MergeFrom(ch.DeepCopy())
+	patch := client.MergeFromWithOptions(ch.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	ch.Status = st
 	if err := r.Client.Status().Patch(ctx, ch, patch); err != nil {
-		return ctrl.Result{}, fmt.Errorf("update GoldenImageChannel %s status: %w", ch.Name, err)
+		return ctrl.Result{}, statusWrite(err, "GoldenImageChannel", ch.Name)
 	}
 	// Told once per turn to a missing image, after the status says so.
 	if !found && r.Recorder != nil && (was == nil || was.Reason != thinlvmv1.ReasonGoldenImageNotFound || was.Message != ready.Message) {
@@ -273,4 +276,19 @@ func equalChannelStatus(a, b thinlvmv1.GoldenImageChannelStatus) bool {
 		}
 	}
 	return true
+}
+
+// statusWrite is what a reconciler returns for a failed status patch. A
+// status is patched only onto the version it was compared with
+// (MergeFromWithOptimisticLock): a merge patch made from an older version
+// would leave the fields that version already had as the server has them,
+// and an equal status compared with an older one would not be written at
+// all. A conflict means the cache has not delivered a newer version yet;
+// that version's update event brings the object back (the reconcilers
+// watch every change of their object), so it is no error.
+func statusWrite(err error, kind, name string) error {
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return fmt.Errorf("update %s %s status: %w", kind, name, err)
 }

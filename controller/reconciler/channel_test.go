@@ -243,3 +243,40 @@ func TestChannelVersions(t *testing.T) {
 		return !hasLabel(getImage(t, "ver-2"), old) && !hasLabel(getImage(t, "ver-missing"), old) && !hasLabel(getImage(t, "ver-3"), old)
 	})
 }
+
+// A status written from a cache that lagged leaves the server's status
+// wrong with nothing else to change: a turn that compared its result with
+// an older cached status found them equal and wrote nothing, or patched
+// onto an older version and left fields it did not change as the server
+// had them. This test makes that end state directly (the channel's and the
+// image's statuses overwritten, nothing else touched) and wants both put
+// right: the reconcilers look again at every change of their objects,
+// their own status included.
+func TestStatusLeftByALaggingCacheIsMended(t *testing.T) {
+	ctx := context.Background()
+	create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "lag-n1"}})
+	create(t, httpImage("lag-1"), channel("lag", "lag-1"))
+	gi := getImage(t, "lag-1")
+	setBases(t, "lag-n1", thinlvmv1.GoldenBaseStatus{Name: "lag-1", LV: thinlvmv1.BaseLVName(gi), Size: gi.Spec.Size, State: thinlvmv1.GoldenBaseReady})
+	create(t, goldenVolume("lag-vol-1", "lag-n1", "lag-1"))
+	want := []thinlvmv1.ChannelVersion{{GoldenImage: "lag-1", Current: true, ReadyNodes: 1, Nodes: []string{"lag-n1"}, Volumes: 1}}
+	right := func() bool {
+		img := getImage(t, "lag-1").Status
+		return cmp.Diff(want, getChannel(t, "lag").Status.Versions) == "" && img.ReadyNodes == 1 && slices.Equal(img.Nodes, []string{"lag-n1"})
+	}
+	eventually(t, "the channel's and the image's statuses", right)
+
+	ch := getChannel(t, "lag")
+	patch := client.MergeFrom(ch.DeepCopy())
+	ch.Status.Versions = []thinlvmv1.ChannelVersion{{GoldenImage: "lag-1", Current: true}}
+	if err := k8s.Status().Patch(ctx, ch, patch); err != nil {
+		t.Fatal(err)
+	}
+	gi = getImage(t, "lag-1")
+	patch = client.MergeFrom(gi.DeepCopy())
+	gi.Status.ReadyNodes, gi.Status.Nodes = 0, nil
+	if err := k8s.Status().Patch(ctx, gi, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both statuses mended, with nothing else changed", right)
+}

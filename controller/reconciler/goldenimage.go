@@ -153,7 +153,7 @@ func (r *GoldenImageReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("goldenimage-status").
-		For(&thinlvmv1.GoldenImage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&thinlvmv1.GoldenImage{}). // every change, its status too (statusWrite)
 		Watches(&thinlvmv1.LVMNode{}, handler.EnqueueRequestsFromMapFunc(ofBases), builder.WithPredicates(basesChanged)).
 		Watches(&thinlvmv1.GoldenImageChannel{}, handler.EnqueueRequestsFromMapFunc(r.imagesOfChannel), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesMetadata(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(waiting(indexWaitingForClaim)))
@@ -254,17 +254,13 @@ func (r *GoldenImageReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if equalStatus(gi.Status, st) {
 		return res, nil
 	}
-	// A status the source was resolved for is written only onto the
-	// object it was resolved from: the cache may lag the write of another
-	// turn that resolved it already, and the source volume is written once
-	// and never changed. The rest of the status is the controller's alone.
-	var patch client.Patch = client.MergeFrom(gi.DeepCopy())
-	if gi.Spec.Source.FromVolume() && gi.Status.SourceVolume == nil {
-		patch = client.MergeFromWithOptions(gi.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	}
+	// Written only onto the object it was worked out from: the cache may
+	// lag the write of another turn (statusWrite), and a source volume,
+	// once resolved, is written once and never changed.
+	patch := client.MergeFromWithOptions(gi.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	gi.Status = st
 	if err := r.Client.Status().Patch(ctx, gi, patch); err != nil {
-		return ctrl.Result{}, fmt.Errorf("update GoldenImage %s status: %w", gi.Name, err)
+		return res, statusWrite(err, "GoldenImage", gi.Name)
 	}
 	return res, nil
 }
