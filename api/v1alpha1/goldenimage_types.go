@@ -18,7 +18,10 @@ const (
 	FormatQCOW2 ImageFormat = "qcow2"
 )
 
-// HTTPSource is an image served over HTTP(S).
+// HTTPSource is an image served over HTTP(S). An authSecret's credentials
+// go over https only, or over plain http to the node's loopback (where they
+// stay on the node): over plain http they would cross the network in clear.
+// +kubebuilder:validation:XValidation:rule=`!has(self.authSecret) || size(self.authSecret) == 0 || self.url.startsWith('https://') || self.url.matches(r'^http://(localhost|127(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}|\[::1\])(:[0-9]*)?([/?#].*)?$')`,message="authSecret needs an https url: over plain http its credentials would cross the network in clear (http is allowed only to the node's loopback: localhost, 127.0.0.0/8, [::1])"
 type HTTPSource struct {
 	// URL is where the image is downloaded from.
 	// +kubebuilder:validation:Pattern=`^https?://`
@@ -34,7 +37,8 @@ type HTTPSource struct {
 	CAConfigMap string `json:"caConfigMap,omitempty"`
 	// AuthSecret names a Secret in thinlvm's namespace sent as the request's
 	// credentials: keys username and password (basic), or token (bearer).
-	// They are sent to the URL's host only, never to a redirect's.
+	// They are sent to the URL's host only, never to a redirect's, and only
+	// with an https URL or a plain http one to the node's loopback.
 	// +optional
 	AuthSecret string `json:"authSecret,omitempty"`
 }

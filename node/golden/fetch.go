@@ -343,17 +343,33 @@ func (w *Writer) sourceClient(ctx context.Context, src *thinlvmv1.HTTPSource) (c
 		rt, done = t, t.CloseIdleConnections
 	}
 	if src.AuthSecret != "" {
-		value, err := w.httpAuthorization(ctx, src.AuthSecret)
-		if err != nil {
-			return nil, done, err
-		}
 		u, err := url.Parse(src.URL)
 		if err != nil {
 			return nil, done, fmt.Errorf("%w: url %s: %w", errPermanent, redactURL(src.URL), withoutURL(err))
 		}
+		if err := checkCleartextAuth(u, src.AuthSecret); err != nil {
+			return nil, done, err
+		}
+		value, err := w.httpAuthorization(ctx, src.AuthSecret)
+		if err != nil {
+			return nil, done, err
+		}
 		rt = &credentials{base: rt, scheme: u.Scheme, host: canonicalHost(u), authorization: value}
 	}
 	return &http.Client{Transport: rt, CheckRedirect: w.checkRedirect}, done, nil
+}
+
+// checkCleartextAuth refuses to send the auth Secret secret's credentials
+// to u unless they are encrypted on the way (https) or stay on this node
+// (plain http to its loopback). The API server refuses such a GoldenImage
+// too, but the agent does not rely on it: an object admitted before that
+// rule, or a CRD installed without it, would send them in clear.
+func checkCleartextAuth(u *url.URL, secret string) error {
+	if u.Scheme == "https" || u.Scheme == "http" && loopbackHost(u.Hostname()) {
+		return nil
+	}
+	return fmt.Errorf("%w: url %s: authSecret %s refused: its credentials would cross the network in clear over %s; use an https URL (plain http only to the node's loopback)",
+		errPermanent, redactURL(u.String()), secret, u.Scheme)
 }
 
 // credentials adds an Authorization header to the requests to one scheme

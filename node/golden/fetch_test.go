@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -398,6 +399,99 @@ func TestDownloadCredentials(t *testing.T) {
 				t.Errorf("Authorization the redirect's host got (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// notSent is a transport that fails the test when it is asked anything:
+// what reaches it would have been sent.
+type notSent struct{ t *testing.T }
+
+func (n notSent) RoundTrip(req *http.Request) (*http.Response, error) {
+	n.t.Errorf("%s %s reached the transport, Authorization %q", req.Method, req.URL, req.Header.Get("Authorization"))
+	return nil, errors.New("test: not sent")
+}
+
+// TestDownloadCredentialsNotInClear refuses an authSecret with a plain
+// http URL to another host than this node's loopback, before anything is
+// sent: the request would carry the credentials in clear. The URLs' hosts
+// are never dialled: the Writer's transport fails the test if asked.
+func TestDownloadCredentialsNotInClear(t *testing.T) {
+	raw := testImage()
+	basic := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "basic"}, Data: map[string][]byte{"username": []byte("alice"), "password": []byte("s3cret")}}
+	bearer := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bearer"}, Data: map[string][]byte{"token": []byte("hunter2")}}
+	for _, tt := range []struct{ url, secret string }{
+		{url: "http://registry.example.invalid/disk.img", secret: "basic"},
+		{url: "http://10.255.255.1:8080/disk.img?sig=x", secret: "bearer"},
+		{url: "http://127.0.0.1.example.invalid/disk.img", secret: "bearer"}, // a name, not the loopback address
+		{url: "HTTP://Registry.Example.Invalid/disk.img", secret: "basic"},
+	} {
+		t.Run(tt.url, func(t *testing.T) {
+			d := &dials{t: t}
+			w := &Writer{Attempts: 1, dialHook: d.hook, Reader: objects(t, basic, bearer), Namespace: testNamespace}
+			w.clientOnce.Do(func() { w.client = &http.Client{Transport: notSent{t}} })
+			s := spec(tt.url, sha(raw), thinlvmv1.FormatRaw)
+			s.Source.HTTP.AuthSecret = tt.secret
+			_, err := w.Populate(t.Context(), s, device(t, 8<<20), 8<<20, &progress{})
+			msg := "authSecret " + tt.secret + " refused: its credentials would cross the network in clear over http"
+			if err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+				t.Errorf("error %v, want a permanent one with %q", err, msg)
+			}
+			if err != nil && strings.Contains(err.Error(), "sig=x") {
+				t.Errorf("error %v shows the URL's query", err)
+			}
+			if d.count() != 0 {
+				t.Errorf("%d connections dialled, want none", d.count())
+			}
+		})
+	}
+	// This node's loopback: the credentials stay on the node.
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+		http.ServeContent(w, r, "image", time.Unix(1e9, 0), bytes.NewReader(raw))
+	}))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	w := &Writer{Attempts: 1, dialHook: (&dials{t: t}).hook, Reader: objects(t, basic, bearer), Namespace: testNamespace}
+	s := spec("http://localhost:"+port+"/disk.img", sha(raw), thinlvmv1.FormatRaw)
+	s.Source.HTTP.AuthSecret = "bearer"
+	dev := device(t, 8<<20)
+	if _, err := w.Populate(t.Context(), s, dev, 8<<20, &progress{}); err != nil {
+		t.Fatal(err)
+	}
+	checkDevice(t, dev, raw)
+	if diff := cmp.Diff([]string{"Bearer hunter2"}, got); diff != "" {
+		t.Errorf("Authorization the loopback server got (-want +got):\n%s", diff)
+	}
+}
+
+func TestCheckCleartextAuth(t *testing.T) {
+	for _, tt := range []struct {
+		url string
+		ok  bool
+	}{
+		{url: "https://images.example.org/disk.img", ok: true},
+		{url: "http://127.0.0.1:8080/disk.img", ok: true},
+		{url: "http://127.4.5.6/disk.img", ok: true},
+		{url: "http://localhost/disk.img", ok: true},
+		{url: "http://[::1]:8080/disk.img", ok: true},
+		{url: "http://images.example.org/disk.img"},
+		{url: "http://10.0.0.7/disk.img"},
+		{url: "http://[fd00::1]/disk.img"},
+		{url: "http://localhost.example.org/disk.img"},
+		{url: "http://127.0.0.1@images.example.org/disk.img"}, // user info, then the host
+		{url: "http://127.0.0.256/disk.img"},                  // no address: a name
+		{url: "http://LOCALHOST/disk.img"},                    // as the API server's rule
+		{url: "ftp://localhost/disk.img"},
+	} {
+		u, err := url.Parse(tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = checkCleartextAuth(u, "auth")
+		if (err == nil) != tt.ok || err != nil && !errors.Is(err, errPermanent) {
+			t.Errorf("%s: error %v, want ok %v", tt.url, err, tt.ok)
+		}
 	}
 }
 

@@ -584,15 +584,50 @@ func globMatch(pattern, host string) bool {
 // cleartextGuard refuses to send credentials over plain http to anything
 // but this node's loopback: go-containerregistry falls back to http for a
 // registry on a private or loopback address whose https fails, and a pull
-// secret would then cross the network in clear. It refuses before its next
-// transport dials.
+// secret would then cross the network in clear. Its transport package
+// sends credentials in an Authorization header (basic, or the bearer token
+// a token server returned), and in the form body of the OAuth2 token
+// exchange (a POST: an identitytoken as refresh_token, or a username and
+// password); a token server's realm may carry others in its query. An
+// anonymous pull needs none of these, so a plain-http request to another
+// host that has any of them is refused, before its next transport dials.
 type cleartextGuard struct{ next http.RoundTripper }
 
 func (g cleartextGuard) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme == "http" && req.Header.Get("Authorization") != "" && !loopbackHost(req.URL.Hostname()) {
-		return nil, fmt.Errorf("%w: the registry %s answers over plain http only: its credentials are not sent in clear", errPermanent, req.URL.Host)
+	if req.URL.Scheme == "http" && !loopbackHost(req.URL.Hostname()) {
+		if what := credentialsOf(req); what != "" {
+			// A RoundTripper closes the body, even on error.
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, fmt.Errorf("%w: the registry %s answers over plain http only: its credentials are not sent in clear (the %s request carries %s)",
+				errPermanent, req.URL.Host, req.Method, what)
+		}
 	}
 	return g.next.RoundTrip(req)
+}
+
+// credentialQuery are the query parameters that carry a credential in the
+// token flows a registry client speaks (OAuth2's and Docker's token
+// authentication), compared without case.
+var credentialQuery = []string{"access_token", "refresh_token", "id_token", "token", "password", "client_secret"}
+
+// credentialsOf says what of req may be a credential ("" for nothing): its
+// Authorization header, a body (an anonymous pull only GETs and HEADs, so a
+// body is the token exchange's form), or a credential in its query.
+func credentialsOf(req *http.Request) string {
+	if req.Header.Get("Authorization") != "" {
+		return "an Authorization header"
+	}
+	if req.Body != nil && req.Body != http.NoBody {
+		return "a body (an OAuth2 token exchange's refresh token or password)"
+	}
+	for k := range req.URL.Query() {
+		if slices.ContainsFunc(credentialQuery, func(c string) bool { return strings.EqualFold(k, c) }) {
+			return fmt.Sprintf("a credential in its query (%s)", k)
+		}
+	}
+	return ""
 }
 
 func loopbackHost(host string) bool {

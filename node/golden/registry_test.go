@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -712,22 +713,45 @@ func (r *roundTrips) RoundTrip(*http.Request) (*http.Response, error) {
 }
 
 // Credentials go over plain http to this node's loopback only: the guard
-// refuses any other host before its transport is called (no packet sent).
+// refuses any other host before its transport is called (no packet sent),
+// whether they are in the Authorization header, in a body (the OAuth2
+// token exchange's form) or in the query.
 func TestCleartextGuard(t *testing.T) {
+	const form = "grant_type=refresh_token&refresh_token=hunter2&service=registry"
 	for _, tt := range []struct {
-		url, auth string
-		sent      bool
+		method, url, auth, body string
+		sent                    bool
 	}{
 		{url: "http://10.0.0.7:5000/v2/", auth: "Basic YTpi"},
 		{url: "http://registry.internal/v2/disk/blobs/sha256:00", auth: "Bearer t"},
+		{method: http.MethodPost, url: "http://10.0.0.7:5000/token", body: form},
+		{method: http.MethodPost, url: "http://registry.example.invalid/oauth/token", body: "username=a&password=b"},
+		{url: "http://10.0.0.7:5000/token?service=registry&refresh_token=hunter2"},
+		{url: "http://10.0.0.7:5000/token?Access_Token=hunter2"},
+		{url: "http://10.0.0.7:5000/token?password=hunter2"},
+		{url: "http://10.0.0.7:5000/token?token=hunter2"},
 		{url: "http://10.0.0.7:5000/v2/", sent: true}, // anonymous: the digest is the check
+		// An anonymous token exchange: scope and service are no secrets.
+		{url: "http://10.0.0.7:5000/token?scope=repository%3Adisk%3Apull&service=registry", sent: true},
+		{method: http.MethodPost, url: "http://10.0.0.7:5000/token", sent: true}, // no body
 		{url: "https://10.0.0.7:5000/v2/", auth: "Basic YTpi", sent: true},
+		{method: http.MethodPost, url: "https://10.0.0.7:5000/token", body: form, sent: true},
 		{url: "http://127.0.0.1:5000/v2/", auth: "Basic YTpi", sent: true},
 		{url: "http://localhost:5000/v2/", auth: "Basic YTpi", sent: true},
 		{url: "http://[::1]:5000/v2/", auth: "Basic YTpi", sent: true},
+		{method: http.MethodPost, url: "http://127.0.0.1:5000/token", body: form, sent: true},
+		{url: "http://[::1]:5000/token?refresh_token=hunter2", sent: true},
 	} {
 		next := &roundTrips{}
-		req, err := http.NewRequest(http.MethodGet, tt.url, nil)
+		var body io.Reader
+		closed := &closeRecorder{Reader: strings.NewReader(tt.body)}
+		if tt.body != "" {
+			body = closed
+		}
+		if tt.method == "" {
+			tt.method = http.MethodGet
+		}
+		req, err := http.NewRequest(tt.method, tt.url, body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -739,10 +763,104 @@ func TestCleartextGuard(t *testing.T) {
 			resp.Body.Close()
 		}
 		if sent := next.n == 1; sent != tt.sent || (err == nil) != tt.sent {
-			t.Errorf("%s (auth %q): sent %v, error %v; want sent %v", tt.url, tt.auth, sent, err, tt.sent)
+			t.Errorf("%s %s (auth %q, body %q): sent %v, error %v; want sent %v", req.Method, tt.url, tt.auth, tt.body, sent, err, tt.sent)
 		}
 		if err != nil && !errors.Is(err, errPermanent) {
 			t.Errorf("%s: error %v is not permanent", tt.url, err)
 		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: error %v shows the credential", tt.url, err)
+		}
+		if err != nil && tt.body != "" && !closed.closed {
+			t.Errorf("%s: the refused request's body was not closed", tt.url)
+		}
+	}
+}
+
+// closeRecorder is a request body that records its Close.
+type closeRecorder struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeRecorder) Close() error {
+	c.closed = true
+	return nil
+}
+
+// fakeRegistry stands in for the network under the guard: it answers an
+// in-process handler for plain http and fails https as a registry that
+// speaks only http would, and nothing it gets is ever dialled. A request
+// that carries a credential reaching it fails the test: the guard let it
+// through to where it would have been sent.
+type fakeRegistry struct {
+	t       *testing.T
+	handler http.Handler
+}
+
+func (f *fakeRegistry) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "https" {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+		req.Body.Close()
+	}
+	if req.Header.Get("Authorization") != "" || len(body) > 0 || strings.Contains(req.URL.RawQuery, "hunter2") {
+		f.t.Errorf("credentials reached the network over plain http: %s %s, Authorization %q, body %q", req.Method, req.URL, req.Header.Get("Authorization"), body)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	rec := httptest.NewRecorder()
+	f.handler.ServeHTTP(rec, req)
+	resp := rec.Result()
+	resp.Request = req
+	return resp, nil
+}
+
+// TestPopulateRegistryIdentityTokenNotInClear pulls with a pull Secret
+// holding an identitytoken (a refresh token) from a registry at a private
+// address that answers plain http only and wants a bearer token: the
+// token exchange would POST the identitytoken in its form body, and is
+// refused before its request leaves. The registry's address is never
+// dialled: the Writer's transport is an in-process fake.
+func TestPopulateRegistryIdentityTokenNotInClear(t *testing.T) {
+	const host = "10.255.255.1:5000" // RFC 1918: go-containerregistry falls back to http
+	var tokenAsked atomic.Int32
+	fake := &fakeRegistry{t: t, handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/token":
+			tokenAsked.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"token":"registry-token","access_token":"registry-token"}`)
+		default:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="http://`+host+`/token",service="registry"`)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+		}
+	})}
+	cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{host: map[string]string{"identitytoken": "hunter2"}}})
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pull"}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: cfg}}
+	d := &dials{t: t}
+	w := registryWriter(t, secret)
+	w.dialHook = d.hook
+	w.clientOnce.Do(func() { w.client = &http.Client{Transport: fake} })
+	spec := registrySpec(host+"/private/disk@sha256:"+strings.Repeat("a", 64), thinlvmv1.FormatRaw)
+	spec.Source.Registry.PullSecret = "pull"
+	_, err := w.Populate(t.Context(), spec, device(t, 8<<20), 8<<20, &progress{})
+	msg := "the registry " + host + " answers over plain http only: its credentials are not sent in clear (the POST request carries a body"
+	if err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+		t.Errorf("error %v, want a permanent one with %q", err, msg)
+	}
+	if err != nil && strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error %v shows the identity token", err)
+	}
+	if n := tokenAsked.Load(); n != 0 {
+		t.Errorf("the token server was asked %d times, want never", n)
+	}
+	if d.count() != 0 {
+		t.Errorf("%d connections dialled, want none", d.count())
 	}
 }
