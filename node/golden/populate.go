@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/ulikunitz/xz"
+	"github.com/xi2/xz"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
@@ -148,6 +148,13 @@ func (d *download) Close() error {
 // zstdMaxWindow is the largest zstd window an image may use.
 const zstdMaxWindow = 256 << 20
 
+// xzMaxDict is the largest xz (LZMA2) dictionary an image may use: xz -9's,
+// the largest of xz's presets (the default, -6, uses 8 MiB). Each block
+// header chooses its dictionary, up to 4 GiB, and the decoder allocates it
+// whole: without the cap, a 60-byte image would make the agent allocate
+// 4 GiB.
+const xzMaxDict = 64 << 20
+
 // decompress returns a reader of r's bytes, decompressed when they start
 // with the magic of gzip, xz or zstd.
 func decompress(r io.Reader) (io.Reader, string, error) {
@@ -161,8 +168,14 @@ func decompress(r io.Reader) (io.Reader, string, error) {
 		zr, err := gzip.NewReader(br)
 		return zr, "gzip", err
 	case bytes.HasPrefix(magic, []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}):
-		zr, err := xz.NewReader(br)
-		return zr, "xz", err
+		// xz.ErrMemlimit refuses a dictionary past xzMaxDict before it is
+		// allocated: here when the first block header is already
+		// buffered, else in a Read.
+		zr, err := xz.NewReader(br, xzMaxDict)
+		if err != nil {
+			return nil, "", xzError(err)
+		}
+		return xzReader{zr}, "xz", nil
 	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		// A window past zstdMaxWindow is refused: the stream chooses it, and
 		// the decoder would allocate it (zstd's --long=27 is 128 MiB).
@@ -173,6 +186,28 @@ func decompress(r io.Reader) (io.Reader, string, error) {
 		return zr.IOReadCloser(), "zstd", nil
 	}
 	return br, "", nil
+}
+
+// xzError says what xz.ErrMemlimit means for an image: the operator must
+// recompress it. Other errors are returned as they are.
+func xzError(err error) error {
+	if errors.Is(err, xz.ErrMemlimit) {
+		return fmt.Errorf("image refused: its xz dictionary is larger than %d MiB, this node agent's cap (xz -9's): recompress it with a smaller one, such as xz -6's 8 MiB: %w", xzMaxDict>>20, err)
+	}
+	return err
+}
+
+// xzReader makes xz.ErrMemlimit in a Read, from a block header that comes
+// after decompress returned, a permanent failure: decompress's callers make
+// its own errors permanent, not those of its reader's Reads.
+type xzReader struct{ r *xz.Reader }
+
+func (x xzReader) Read(p []byte) (int, error) {
+	n, err := x.r.Read(p)
+	if errors.Is(err, xz.ErrMemlimit) {
+		return n, fmt.Errorf("%w: %w", errPermanent, xzError(err))
+	}
+	return n, err
 }
 
 // block is the unit of sparse writing: an all-zero block is skipped, since
