@@ -65,10 +65,6 @@ const TransferTagPrefix = "transfer:"
 // running removes it and starts again.
 const IncompleteTag = "incomplete"
 
-// TransferAudience is the audience of the ServiceAccount tokens node agents
-// present to each other's transfer endpoints.
-const TransferAudience = "thinlvm.io/transfer"
-
 // GoldenImageChannelFinalizer is the controller's finalizer on a
 // GoldenImage that the spec of a GoldenImageChannel names: deleting the
 // image waits until no channel points at it any more.

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,7 +20,6 @@ import (
 	csispec "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -58,8 +58,6 @@ type options struct {
 
 	transferAddress   string
 	transferAdvertise string
-	transferTokenFile string
-	transferSA        string
 	transferZstd      bool
 	transferBases     int
 	goldenPeers       bool
@@ -85,8 +83,6 @@ func main() {
 	fs.DurationVar(&o.goldenRetry, "golden-retry", 30*time.Second, "First wait after a failed golden base population; it doubles up to 16 times.")
 	fs.StringVar(&o.transferAddress, "transfer-address", ":9443", "Where to serve the transfer endpoint other nodes' agents copy volumes from; \"0\" disables it (and copies from other nodes).")
 	fs.StringVar(&o.transferAdvertise, "transfer-advertise-address", "", "The address other nodes dial, host:port; empty derives it: the listen address when it names a host, else $POD_IP with the listen port.")
-	fs.StringVar(&o.transferTokenFile, "transfer-token-file", "/var/run/secrets/thinlvm.io/transfer/token", "The projected token (audience "+thinlvmv1.TransferAudience+") this agent presents to other nodes' transfer endpoints.")
-	fs.StringVar(&o.transferSA, "transfer-service-account", "thinlvm-node", "The node agents' ServiceAccount: only its tokens are served.")
 	fs.IntVar(&o.transferBases, "transfer-max-base-streams", 2, "How many copies of golden bases this node sends to other nodes at once; more wait or copy from another node.")
 	fs.BoolVar(&o.goldenPeers, "golden-peers", true, "Copy golden bases from nodes that hold them, and download an image from its origin only when no node does (one node at a time); false downloads on every node.")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The agent's namespace (default $POD_NAMESPACE): it holds the Leases of downloads from images' origins, and the Secrets and ConfigMaps golden images name (pullSecret, authSecret, caConfigMap).")
@@ -139,12 +135,14 @@ func run(o options) error {
 	var copier *transfer.Copier
 	var endpointStatus *thinlvmv1.TransferEndpoint
 	if o.transferAddress != "0" {
-		ep, err := serveTransfer(mgr, o, client, logger)
+		ep, cert, err := serveTransfer(mgr, o, client, logger)
 		if err != nil {
 			return err
 		}
 		endpointStatus = ep
-		copier = &transfer.Copier{Reader: mgr.GetAPIReader(), TokenFile: o.transferTokenFile, Uncompressed: !o.transferZstd}
+		// The endpoint's certificate is also the agent's identity at other
+		// nodes' endpoints: its LVMNode publishes its fingerprint.
+		copier = &transfer.Copier{Reader: mgr.GetAPIReader(), Certificate: cert, Uncompressed: !o.transferZstd}
 	}
 	qemuImg, err := exec.LookPath(o.qemuImg)
 	if err != nil {
@@ -174,40 +172,35 @@ func run(o options) error {
 
 // serveTransfer adds the transfer endpoint to mgr: a new key and
 // certificate, the TLS listener, and the server with its sweep. It returns
-// what the LVMNode publishes of it.
-func serveTransfer(mgr ctrl.Manager, o options, lvmdClient lvmd.Client, logger klog.Logger) (*thinlvmv1.TransferEndpoint, error) {
+// what the LVMNode publishes of it, and the certificate.
+func serveTransfer(mgr ctrl.Manager, o options, lvmdClient lvmd.Client, logger klog.Logger) (*thinlvmv1.TransferEndpoint, tls.Certificate, error) {
 	cert, fingerprint, err := transfer.NewCertificate(o.nodeName)
 	if err != nil {
-		return nil, err
+		return nil, tls.Certificate{}, err
 	}
 	lis, err := net.Listen("tcp", o.transferAddress)
 	if err != nil {
-		return nil, fmt.Errorf("transfer endpoint: %w", err)
+		return nil, tls.Certificate{}, fmt.Errorf("transfer endpoint: %w", err)
 	}
 	advertise, err := advertiseAddress(o.transferAdvertise, lis.Addr().String(), os.Getenv("POD_IP"))
 	if err != nil {
 		lis.Close()
-		return nil, err
+		return nil, tls.Certificate{}, err
 	}
-	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
-	if err != nil {
-		lis.Close()
-		return nil, err
-	}
-	server := &transfer.Server{Reader: mgr.GetAPIReader(), LVMD: lvmdClient, NodeName: o.nodeName, Log: logger.WithName("transfer"), MaxBaseStreams: o.transferBases,
-		Auth: &transfer.TokenReviewer{Reviews: cs.AuthenticationV1().TokenReviews(), ServiceAccount: o.transferSA}}
+	server := &transfer.Server{Reader: mgr.GetAPIReader(), LVMD: lvmdClient, NodeName: o.nodeName, Log: logger.WithName("transfer"),
+		MaxBaseStreams: o.transferBases}
 	if err := mgr.Add(server); err != nil { // its sweep
 		lis.Close()
-		return nil, err
+		return nil, tls.Certificate{}, err
 	}
 	if err := mgr.Add(&endpoint.Server{Listener: lis, Log: logger.WithName("transfer"),
 		Options:  []grpc.ServerOption{grpc.Creds(credentials.NewTLS(transfer.ServerTLS(cert)))},
 		Register: func(s *grpc.Server) { transferpb.RegisterTransferServer(s, server) }}); err != nil {
 		lis.Close()
-		return nil, err
+		return nil, tls.Certificate{}, err
 	}
 	logger.Info("transfer endpoint", "listen", lis.Addr().String(), "advertise", advertise, "certificateSHA256", fingerprint)
-	return &thinlvmv1.TransferEndpoint{Address: advertise, CertificateSHA256: fingerprint}, nil
+	return &thinlvmv1.TransferEndpoint{Address: advertise, CertificateSHA256: fingerprint}, cert, nil
 }
 
 // advertiseAddress is the transfer endpoint's address for other nodes: the

@@ -11,15 +11,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -149,10 +145,9 @@ func TestCopyInterruptedByAgentKill(t *testing.T) {
 	remove(t, "kill-copy", "kill-src")
 }
 
-// transferClient dials a node's transfer endpoint from this machine
-// (through its VM's forwarded port), pinning the certificate its LVMNode
-// publishes.
-func transferClient(t testing.TB, node string) transferpb.TransferClient {
+// transferClient dials node's transfer endpoint, pinning its published
+// certificate, and presents own (none when own has no certificate).
+func transferClient(t testing.TB, node string, own tls.Certificate) transferpb.TransferClient {
 	t.Helper()
 	ln := &thinlvmv1.LVMNode{}
 	if err := tb.Client.Get(ctx, types.NamespacedName{Name: node}, ln); err != nil {
@@ -163,14 +158,18 @@ func transferClient(t testing.TB, node string) transferpb.TransferClient {
 		t.Fatalf("%s publishes no transfer endpoint", node)
 	}
 	pin := ep.CertificateSHA256
-	conn, err := grpc.NewClient("passthrough:///"+tb.VMs[node].Addr(9443), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS13, InsecureSkipVerify: true, // the pin below is the check
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if got := transfer.Fingerprint(cs.PeerCertificates[0].Raw); got != pin {
 				return fmt.Errorf("certificate %s, want %s", got, pin)
 			}
 			return nil
-		}})))
+		}}
+	if len(own.Certificate) > 0 {
+		cfg.Certificates = []tls.Certificate{own}
+	}
+	conn, err := grpc.NewClient("passthrough:///"+tb.VMs[node].Addr(9443), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,61 +177,38 @@ func transferClient(t testing.TB, node string) transferpb.TransferClient {
 	return transferpb.NewTransferClient(conn)
 }
 
-// agentToken is a token of the node agents' ServiceAccount bound to the
-// agent's pod on node, for audiences (none: the API server's).
-func agentToken(t testing.TB, node string, audiences ...string) string {
-	t.Helper()
-	pods, err := tb.WaitPods(ctx, cluster.Namespace, map[string]string{"app.kubernetes.io/component": "node"}, node, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(tb.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := cs.CoreV1().ServiceAccounts(cluster.Namespace).CreateToken(ctx, "thinlvm-node", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		Audiences:      audiences,
-		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pods[0].Name, UID: pods[0].UID},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
-}
-
 // A node's endpoint serves a copy only to the agent of the node the copy
-// is made on: the source node's own agent token, a token of another
-// audience and no token are all refused before anything is read.
-func TestTransferRefusesOtherTokens(t *testing.T) {
+// is made on, which proves it with the key its LVMNode pins: a caller
+// with no certificate, or with a key of its own under either node's name
+// (a tenant's pod, whatever its ServiceAccount), is refused before
+// anything is read. That the right agent is served, every copy in this
+// suite shows.
+func TestTransferRefusesOtherCallers(t *testing.T) {
 	disk(t, "tok-src", aloneClass, "1Gi", nodeA, nil)
 	bound(t, "tok-src", 3*time.Minute)
 	disk(t, "tok-copy", aloneClass, "1Gi", nodeB, fromClaim("tok-src"))
 	target := bound(t, "tok-copy", 5*time.Minute)
-	api := transferClient(t, nodeA)
 	for _, tc := range []struct {
-		name, token string
-		code        codes.Code
+		name, as string // as: the node a certificate of the test's own key names; "" none
+		code     codes.Code
 	}{
-		{"the source node's agent", agentToken(t, nodeA, thinlvmv1.TransferAudience), codes.PermissionDenied},
-		{"the API server's audience", agentToken(t, nodeB), codes.Unauthenticated},
-		{"no token", "", codes.Unauthenticated},
+		{"no certificate", "", codes.Unavailable},
+		{"a key of its own as the target's node", nodeB, codes.Unauthenticated},
+		{"a key of its own as the source's node", nodeA, codes.Unauthenticated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cctx := ctx
-			if tc.token != "" {
-				cctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tc.token)
+			var own tls.Certificate
+			if tc.as != "" {
+				var err error
+				if own, _, err = transfer.NewCertificate(tc.as); err != nil {
+					t.Fatal(err)
+				}
 			}
-			_, err := api.Open(cctx, &transferpb.OpenRequest{Target: target.Name})
+			_, err := transferClient(t, nodeA, own).Open(ctx, &transferpb.OpenRequest{Target: target.Name})
 			if status.Code(err) != tc.code {
 				t.Errorf("open: %v, want %v", err, tc.code)
 			}
 		})
-	}
-	// The right node's token is served (the copy is Ready: no new
-	// snapshot is made for it).
-	cctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+agentToken(t, nodeB, thinlvmv1.TransferAudience))
-	if _, err := api.Open(cctx, &transferpb.OpenRequest{Target: target.Name}); status.Code(err) != codes.FailedPrecondition {
-		t.Errorf("open with %s's token for its Ready copy: %v, want FailedPrecondition", nodeB, err)
 	}
 	remove(t, "tok-copy", "tok-src")
 }

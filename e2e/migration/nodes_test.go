@@ -7,21 +7,24 @@ import (
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/cluster"
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 )
 
-// Where deploy/node projects the token a node agent presents to another's
-// transfer endpoint, and its API token.
-const (
-	transferToken = "/var/run/secrets/thinlvm.io/transfer/token"
-	apiToken      = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-)
+// Where the node agent's API token is projected.
+const apiToken = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 // agent is the node agent's process in a VM, as the guest sees it.
 type agent struct {
@@ -109,54 +112,113 @@ func TestTwoVMNodes(t *testing.T) {
 	}
 }
 
-// Each agent has its transfer token at the projected path: bound to its
-// pod, so the TokenReview a transfer endpoint makes names the agent's
-// ServiceAccount and node. Tokens are good for one audience only: the
-// transfer token is no API credential, the API token no transfer one.
-func TestTransferTokens(t *testing.T) {
-	cs, err := kubernetes.NewForConfig(tb.Config)
-	if err != nil {
-		t.Fatal(err)
+// A node agent's identity at other nodes' transfer endpoints is the key
+// whose certificate its LVMNode pins (no transfer token is projected any
+// more), and only that node's agent may write that LVMNode. With its own
+// API token, read as the agent's container sees it, the agent of nodeA may
+// not pin a certificate in nodeB's LVMNode, take or make a Lease other
+// than an origin download's (the controller's leader election among them),
+// or report an Event as another component or about another node; a
+// ServiceAccount of the same name in another namespace may write no
+// LVMNode at all.
+func TestNodeAgentIdentity(t *testing.T) {
+	a := findAgent(t, nodeA)
+	if out, err := a.vm.Run(ctx, "test", "-e", a.proc+"/root/var/run/secrets/thinlvm.io/transfer"); err == nil {
+		t.Errorf("the agent still has a projected transfer token (%s)", out)
 	}
-	review := func(token string, audiences ...string) authenticationv1.TokenReviewStatus {
+	as := func(t *testing.T, token string) client.Client {
 		t.Helper()
-		tr, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
-			Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: audiences}}, metav1.CreateOptions{})
+		cfg := rest.AnonymousClientConfig(tb.Config)
+		cfg.BearerToken = token
+		c, err := client.New(cfg, client.Options{Scheme: cluster.Scheme})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return tr.Status
+		return c
 	}
-	for _, node := range []string{nodeA, nodeB} {
-		t.Run(node, func(t *testing.T) {
-			a := findAgent(t, node)
-			token := strings.TrimSpace(a.file(t, transferToken))
-			if token == "" {
-				t.Fatalf("%s is empty", transferToken)
-			}
-			st := review(token, thinlvmv1.TransferAudience)
-			if !st.Authenticated {
-				t.Fatalf("transfer token not authenticated for %s: %s", thinlvmv1.TransferAudience, st.Error)
-			}
-			if want := "system:serviceaccount:" + cluster.Namespace + ":thinlvm-node"; st.User.Username != want {
-				t.Errorf("user %q, want %q", st.User.Username, want)
-			}
-			if got := st.User.Extra["authentication.kubernetes.io/node-name"]; !slices.Equal(got, authenticationv1.ExtraValue{node}) {
-				t.Errorf("node-name %q, want %q", got, node)
-			}
-			if !slices.Contains(st.Audiences, thinlvmv1.TransferAudience) {
-				t.Errorf("audiences %q, want %s", st.Audiences, thinlvmv1.TransferAudience)
-			}
-			if st := review(token); st.Authenticated {
-				t.Errorf("the transfer token is authenticated for the API server's audiences as %s", st.User.Username)
-			}
-			api := strings.TrimSpace(a.file(t, apiToken))
-			if st := review(api); !st.Authenticated {
-				t.Fatalf("the agent's API token is not authenticated: %s", st.Error)
-			}
-			if st := review(api, thinlvmv1.TransferAudience); st.Authenticated {
-				t.Errorf("the agent's API token is authenticated for %s as %s", thinlvmv1.TransferAudience, st.User.Username)
-			}
-		})
+	agentA := as(t, strings.TrimSpace(a.file(t, apiToken)))
+	forbidden := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want Forbidden", what, err)
+		}
 	}
+
+	t.Run("another node's LVMNode", func(t *testing.T) {
+		ln := &thinlvmv1.LVMNode{}
+		if err := tb.Client.Get(ctx, types.NamespacedName{Name: nodeB}, ln); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(ln.DeepCopy())
+		ln.Status.Transfer = &thinlvmv1.TransferEndpoint{Address: "127.0.0.1:9443", CertificateSHA256: strings.Repeat("0", 64)}
+		forbidden(t, "pin a certificate in "+nodeB+"'s LVMNode as "+nodeA+"'s agent", agentA.Status().Patch(ctx, ln, patch))
+	})
+	t.Run("leases", func(t *testing.T) {
+		leases := &coordinationv1.LeaseList{}
+		if err := tb.Client.List(ctx, leases, client.InNamespace(cluster.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		var election *coordinationv1.Lease
+		for i := range leases.Items {
+			if !strings.HasPrefix(leases.Items[i].Name, "thinlvm-origin-") {
+				election = &leases.Items[i]
+				break
+			}
+		}
+		if election == nil {
+			t.Fatalf("no leader-election Lease in %s: %d Leases", cluster.Namespace, len(leases.Items))
+		}
+		election.Spec.HolderIdentity = ptr.To(nodeA)
+		forbidden(t, "take Lease "+election.Name, agentA.Update(ctx, election))
+		made := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: "thinlvm-controller-by-agent"}}
+		forbidden(t, "make Lease "+made.Name, agentA.Create(ctx, made))
+		origin := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: "thinlvm-origin-identity-test"}}
+		if err := agentA.Create(ctx, origin); err != nil {
+			t.Fatalf("an origin download's Lease: %v, want it made", err)
+		}
+		if err := agentA.Delete(ctx, origin); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Run("events", func(t *testing.T) {
+		event := func(name, controller, kind, regarding string) *eventsv1.Event {
+			return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, EventTime: metav1.NowMicro(),
+				ReportingController: controller, ReportingInstance: controller + "-test", Action: "Test", Reason: "Test", Type: corev1.EventTypeNormal,
+				Regarding: corev1.ObjectReference{APIVersion: thinlvmv1.GroupVersion.String(), Kind: kind, Name: regarding}}
+		}
+		forbidden(t, "an Event about "+nodeB+"'s LVMNode", agentA.Create(ctx, event("identity-other-node", "thinlvm-node", "LVMNode", nodeB)))
+		forbidden(t, "an Event as the controller", agentA.Create(ctx, event("identity-as-controller", "thinlvm-controller", "LVMNode", nodeA)))
+		own := event("identity-own-node", "thinlvm-node", "LVMNode", nodeA)
+		if err := agentA.Create(ctx, own); err != nil {
+			t.Errorf("an Event about its own LVMNode: %v, want it made", err)
+		}
+	})
+	t.Run("same-named ServiceAccount of another namespace", func(t *testing.T) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "identity-tenant"}}
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "thinlvm-node"}}
+		for _, o := range []client.Object{ns, sa} {
+			if err := tb.Client.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cs, err := kubernetes.NewForConfig(tb.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts(ns.Name).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenant := as(t, tr.Status.Token)
+		ln := &thinlvmv1.LVMNode{}
+		if err := tb.Client.Get(ctx, types.NamespacedName{Name: nodeA}, ln); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(ln.DeepCopy())
+		ln.Status.Transfer = &thinlvmv1.TransferEndpoint{Address: "127.0.0.1:9443", CertificateSHA256: strings.Repeat("1", 64)}
+		forbidden(t, "pin a certificate in "+nodeA+"'s LVMNode as "+ns.Name+"/thinlvm-node", tenant.Status().Patch(ctx, ln, patch))
+		if err := tb.Client.Delete(ctx, ns); err != nil {
+			t.Error(err)
+		}
+	})
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -39,7 +38,7 @@ import (
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/reconciler"
-	"github.com/thinlvm/thinlvm/node/transfer"
+	"github.com/thinlvm/thinlvm/node/transfer/transfertest"
 )
 
 const node = "gn1"
@@ -116,14 +115,10 @@ func run(m *testing.M) int {
 	}
 	// Copies from peers on: a node downloads from the origin only when it
 	// holds the image's Lease (peers_test.go).
-	token := filepath.Join(dir, "token")
-	if err := os.WriteFile(token, []byte("token-"+node), 0o600); err != nil {
-		return fail(err)
-	}
 	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: lvmd, NodeName: node,
 		Writer: &golden.Writer{Attempts: 1}, Recorder: mgr.GetEventRecorder("thinlvm-node"), RetryAfter: time.Hour,
 		ProgressInterval: 50 * time.Millisecond, Metrics: golden.NewMetrics(metricsRegistry),
-		Copier: &transfer.Copier{Reader: mgr.GetAPIReader(), TokenFile: token}, Namespace: "default", WaitInterval: 100 * time.Millisecond}).SetupWithManager(mgr); err != nil {
+		Copier: transfertest.Copier(node, mgr.GetAPIReader()), Namespace: "default", WaitInterval: 100 * time.Millisecond}).SetupWithManager(mgr); err != nil {
 		return fail(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

@@ -26,7 +26,6 @@ import (
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/golden"
-	"github.com/thinlvm/thinlvm/node/transfer"
 	"github.com/thinlvm/thinlvm/node/transfer/transfertest"
 )
 
@@ -67,7 +66,6 @@ func startPeer(t *testing.T) *lvmdtest.LVMD {
 			t.Fatal(err)
 		}
 	}
-	token := transfertest.TokenFile(t, peer)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)}}) // the first node's reconciler has the name
 	if err != nil {
@@ -75,7 +73,7 @@ func startPeer(t *testing.T) *lvmdtest.LVMD {
 	}
 	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: l, NodeName: peer,
 		Writer: &golden.Writer{Attempts: 1}, RetryAfter: time.Hour, ProgressInterval: 50 * time.Millisecond,
-		Copier: &transfer.Copier{Reader: mgr.GetAPIReader(), TokenFile: token}, Namespace: "default", WaitInterval: 100 * time.Millisecond}).SetupWithManager(mgr); err != nil {
+		Copier: transfertest.Copier(peer, mgr.GetAPIReader()), Namespace: "default", WaitInterval: 100 * time.Millisecond}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})

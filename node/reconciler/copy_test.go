@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -77,8 +76,8 @@ func writeAt(t *testing.T, path string, off int64, data []byte) {
 // A clone made on another node than its source's is copied from there:
 // only what differs from the golden base when the target holds the same
 // base, else what the source maps. It is byte-identical, the source's
-// transfer snapshot is removed after, and a token of another node is
-// refused.
+// transfer snapshot is removed after, and no caller but the target
+// node's agent is served.
 func TestCopyFromAnotherNode(t *testing.T) {
 	ctx := context.Background()
 	src, dst, bare := newNodeName(), newNodeName(), newNodeName()
@@ -88,8 +87,8 @@ func TestCopyFromAnotherNode(t *testing.T) {
 	lb := lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})
 	lc := lvmdtest.Start(t, lvmdtest.Options{DevDir: t.TempDir()})
 	serveTransfer(t, src, la)
-	publishEndpoint(t, dst, nil)
-	publishEndpoint(t, bare, nil)
+	serveTransfer(t, dst, lb)
+	serveTransfer(t, bare, lc)
 
 	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "copy-img"}, Spec: thinlvmv1.GoldenImageSpec{
 		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: "http://127.0.0.1:9/img", SHA256: strings.Repeat("a", 64)}},
@@ -118,8 +117,8 @@ func TestCopyFromAnotherNode(t *testing.T) {
 	writeAt(t, path, 3<<20, make([]byte, 256<<10))
 	want := la.Data(t, "pvc-move-src")
 
-	startAgentWith(t, dst, lb, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, dst)}})
-	startAgentWith(t, bare, lc, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, bare), Uncompressed: true}})
+	startAgentWith(t, dst, lb, agentOptions{copier: transfertest.Copier(dst, k8sClient)})
+	startAgentWith(t, bare, lc, agentOptions{copier: &transfer.Copier{Reader: k8sClient, Certificate: transfertest.Identity(bare), Uncompressed: true}})
 
 	for _, tc := range []struct {
 		name, node string
@@ -157,27 +156,57 @@ func TestCopyFromAnotherNode(t *testing.T) {
 		})
 	}
 
-	// The node a clone is made on may read it; no other node may.
-	t.Run("other node's token", func(t *testing.T) {
-		// A clone on a node without an agent: nobody copies it.
-		clone := newLV("pvc-move-stolen", newNodeName(), "16Mi")
-		clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: origin.Name}
-		if err := k8sClient.Create(ctx, clone); err != nil {
+	// The node a clone is made on may read it; no other node may, and
+	// nobody but a node's agent is a node.
+	clone := newLV("pvc-move-stolen", dst, "16Mi")
+	clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: origin.Name}
+	clone.Spec.DeviceClass = "no-such-class" // dst's agent never copies it
+	if err := k8sClient.Create(ctx, clone); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("another node's agent", func(t *testing.T) {
+		_, _, err := transfertest.Copier(bare, k8sClient).Open(ctx, src, clone.Name)
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("open as node %s: %v, want PermissionDenied", bare, err)
+		}
+	})
+	// A tenant's pod (whatever its ServiceAccount and namespace) claiming
+	// to be dst's agent with a key of its own: no LVMNode publishes it.
+	t.Run("a certificate no LVMNode publishes", func(t *testing.T) {
+		own, _, err := transfer.NewCertificate(dst)
+		if err != nil {
 			t.Fatal(err)
 		}
-		thief := &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, bare)}
-		_, _, err := thief.Open(ctx, src, clone.Name)
-		if status.Code(err) != codes.PermissionDenied {
-			t.Errorf("open with node %s's token: %v, want PermissionDenied", bare, err)
+		_, _, err = (&transfer.Copier{Reader: k8sClient, Certificate: own}).Open(ctx, src, clone.Name)
+		if status.Code(err) != codes.Unauthenticated {
+			t.Errorf("open with a certificate naming %s that its LVMNode does not publish: %v, want Unauthenticated", dst, err)
 		}
-		anon := &transfer.Copier{Reader: k8sClient, TokenFile: filepath.Join(t.TempDir(), "none")}
-		if _, _, err := anon.Open(ctx, src, clone.Name); err == nil {
-			t.Error("open without a token succeeded")
+	})
+	t.Run("no certificate", func(t *testing.T) {
+		if _, _, err := (&transfer.Copier{Reader: k8sClient}).Open(ctx, src, clone.Name); err == nil {
+			t.Error("open without a client certificate succeeded")
+		}
+	})
+	// What a node receives of a caller is its certificate, which is
+	// public: a node that replays dst's certificate to another node's
+	// endpoint cannot prove it holds its key, and is refused there, as it
+	// is everywhere (src and bare here; bare's own endpoint too).
+	t.Run("replayed certificate", func(t *testing.T) {
+		stolenKey, _, err := transfer.NewCertificate(bare)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replay := tls.Certificate{Certificate: transfertest.Identity(dst).Certificate, PrivateKey: stolenKey.PrivateKey}
+		c := &transfer.Copier{Reader: k8sClient, Certificate: replay}
+		for _, node := range []string{src, bare} {
+			if _, _, err := c.Open(ctx, node, clone.Name); err == nil || status.Code(err) == codes.PermissionDenied {
+				t.Errorf("open at %s with %s's certificate and another key: %v, want the handshake refused", node, dst, err)
+			}
 		}
 	})
 
-	// A client that does not present the published certificate's key is
-	// never sent the token.
+	// A server that does not hold the pinned certificate's key is sent
+	// no request: the client gives up in the handshake.
 	t.Run("pinned certificate", func(t *testing.T) {
 		other, _, err := transfer.NewCertificate("impostor")
 		if err != nil {
@@ -195,9 +224,9 @@ func TestCopyFromAnotherNode(t *testing.T) {
 				return
 			}
 			defer c.Close()
-			tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{other}, NextProtos: []string{"h2"}})
+			tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{other}, NextProtos: []string{"h2"}, ClientAuth: tls.RequestClientCert})
 			if err := tc.Handshake(); err != nil {
-				seen <- "handshake failed: " + err.Error()
+				seen <- ""
 				return
 			}
 			buf := make([]byte, 4096)
@@ -210,12 +239,11 @@ func TestCopyFromAnotherNode(t *testing.T) {
 		}
 		impostor := newNodeName()
 		publishEndpoint(t, impostor, &thinlvmv1.TransferEndpoint{Address: lis.Addr().String(), CertificateSHA256: ln.Status.Transfer.CertificateSHA256})
-		c := &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, dst)}
-		if _, _, err := c.Open(ctx, impostor, "pvc-move-delta"); err == nil {
+		if _, _, err := transfertest.Copier(dst, k8sClient).Open(ctx, impostor, "pvc-move-delta"); err == nil {
 			t.Error("open against a certificate other than the pinned one succeeded")
 		}
-		if got := <-seen; strings.Contains(got, "token-") {
-			t.Errorf("the token reached a server with another certificate: %q", got)
+		if got := <-seen; got != "" {
+			t.Errorf("a server with another certificate read %q of the request", got)
 		}
 	})
 }
@@ -257,7 +285,7 @@ func TestCopyResumesABrokenRead(t *testing.T) {
 	serveTransfer(t, src, la, grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		return h(srv, &breakingStream{ServerStream: ss, broke: &broke, froms: froms})
 	}))
-	publishEndpoint(t, dst, nil)
+	serveTransfer(t, dst, lb)
 
 	origin := newLV("pvc-resume-src", src, "16Mi")
 	if err := k8sClient.Create(ctx, origin); err != nil {
@@ -270,7 +298,7 @@ func TestCopyResumesABrokenRead(t *testing.T) {
 	writeAt(t, resp.GetVolume().GetDevicePath(), 0, bytes.Repeat([]byte("resume me "), 12<<20/10))
 	want := la.Data(t, origin.Name)
 
-	startAgentWith(t, dst, lb, agentOptions{copier: &transfer.Copier{Reader: k8sClient, TokenFile: transfertest.TokenFile(t, dst)}})
+	startAgentWith(t, dst, lb, agentOptions{copier: transfertest.Copier(dst, k8sClient)})
 	clone := newLV("pvc-resume-copy", dst, "16Mi")
 	clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: origin.Name}
 	if err := k8sClient.Create(ctx, clone); err != nil {

@@ -2,63 +2,72 @@ package transfer
 
 import (
 	"context"
-	"fmt"
+	"crypto/x509"
 	"strings"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
 
-// nodeNameKey is the user extra in which the API server names the node of
-// the pod a ServiceAccount token is bound to.
-const nodeNameKey = "authentication.kubernetes.io/node-name"
+// A caller is a node's agent when it proves, in the TLS handshake, that it
+// holds the key of the certificate that node's LVMNode publishes
+// (status.transfer.certificateSHA256): the same key and certificate the
+// agent serves its own endpoint with, made new at each start and never
+// written anywhere. Only that node's agent can publish it: LVMNodes are
+// written through the node agents' ServiceAccount binding alone, and the
+// node identity admission policy lets an agent write only the LVMNode of
+// the node its pod-bound token names. There is no bearer credential: a
+// node that receives a call learns the caller's certificate, which is
+// public, and nothing it could present to another node, where the
+// handshake would need the key.
 
-// Authenticator tells which node's agent presented a token.
-type Authenticator interface {
-	// Authenticate returns the caller's node, or an error when the token is
-	// not a node agent's pod-bound token for TransferAudience.
-	Authenticate(ctx context.Context, token string) (node string, err error)
-}
+// commonNamePrefix starts the subject of an agent's certificate, followed
+// by its node's name: the node the caller claims to be, which its LVMNode
+// then confirms or refutes.
+const commonNamePrefix = "thinlvm-transfer "
 
-// TokenReviewer authenticates tokens with the API server's TokenReview:
-// the token must be for thinlvmv1.TransferAudience, of the node agents'
-// ServiceAccount, and bound to a pod scheduled on a node.
-type TokenReviewer struct {
-	Reviews authnclient.TokenReviewInterface
-	// ServiceAccount is the node agents' ServiceAccount name (any
-	// namespace), as the node identity admission policy keys it.
-	ServiceAccount string
-}
-
-// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
-
-// Authenticate implements Authenticator.
-func (r *TokenReviewer) Authenticate(ctx context.Context, token string) (string, error) {
-	tr, err := r.Reviews.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{
-		Token: token, Audiences: []string{thinlvmv1.TransferAudience}}}, metav1.CreateOptions{})
+// authenticate returns the node whose agent made the call: the node named
+// by the client certificate's subject, when that node's LVMNode publishes
+// the certificate's fingerprint now.
+func (s *Server) authenticate(ctx context.Context) (string, error) {
+	cert, err := clientCertificate(ctx)
 	if err != nil {
-		return "", fmt.Errorf("review the caller's token: %w", err)
+		return "", err
 	}
-	st := tr.Status
-	if !st.Authenticated {
-		return "", &authError{fmt.Sprintf("the token is not authenticated for audience %s: %s", thinlvmv1.TransferAudience, st.Error)}
+	node, ok := strings.CutPrefix(cert.Subject.CommonName, commonNamePrefix)
+	if !ok || node == "" {
+		return "", status.Errorf(codes.Unauthenticated, "the client certificate %q names no thinlvm node", cert.Subject.CommonName)
 	}
-	user := st.User.Username
-	if !strings.HasPrefix(user, "system:serviceaccount:") || !strings.HasSuffix(user, ":"+r.ServiceAccount) {
-		return "", &authError{fmt.Sprintf("%s is not a thinlvm node agent (ServiceAccount %s)", user, r.ServiceAccount)}
+	ln := &thinlvmv1.LVMNode{}
+	if err := s.Reader.Get(ctx, types.NamespacedName{Name: node}, ln); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", status.Errorf(codes.Unauthenticated, "the client certificate names node %s, which has no LVMNode", node)
+		}
+		return "", status.Errorf(codes.Unavailable, "get LVMNode %s: %v", node, err)
 	}
-	nodes := st.User.Extra[nodeNameKey]
-	if len(nodes) != 1 || nodes[0] == "" {
-		return "", &authError{fmt.Sprintf("the token of %s names no node: it must be bound to the agent's scheduled pod", user)}
+	fp := Fingerprint(cert.Raw)
+	if ep := ln.Status.Transfer; ep == nil || ep.CertificateSHA256 != fp {
+		return "", status.Errorf(codes.Unauthenticated, "the client certificate %s is not the one node %s's LVMNode publishes: not that node's agent", fp, node)
 	}
-	return nodes[0], nil
+	return node, nil
 }
 
-// authError is a token the server refuses (Unauthenticated), as opposed to
-// a failed review (Unavailable).
-type authError struct{ msg string }
-
-func (e *authError) Error() string { return e.msg }
+// clientCertificate is the certificate the caller proved it holds the key
+// of in the TLS handshake.
+func clientCertificate(ctx context.Context) (*x509.Certificate, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, "no peer")
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.PeerCertificates) == 0 {
+		return nil, status.Error(codes.Unauthenticated, "no client certificate: only thinlvm node agents may call")
+	}
+	return info.State.PeerCertificates[0], nil
+}

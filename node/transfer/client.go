@@ -2,12 +2,12 @@ package transfer
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,14 +25,15 @@ import (
 )
 
 // Copier copies a volume's data from another node's endpoint. Its zero
-// value is not usable: set Reader and TokenFile.
+// value is not usable: set Reader and Certificate.
 type Copier struct {
 	// Reader reads the source node's LVMNode (its endpoint and pin) past
 	// any cache: a restarted agent publishes a new certificate.
 	Reader client.Reader
-	// TokenFile holds this agent's pod-bound token for
-	// thinlvmv1.TransferAudience, read at each call (the kubelet renews it).
-	TokenFile string
+	// Certificate is this agent's own (NewCertificate), whose fingerprint
+	// its LVMNode publishes: the caller's identity at other nodes'
+	// endpoints.
+	Certificate tls.Certificate
 	// Uncompressed asks the server for raw chunks; by default they come
 	// zstd-compressed.
 	Uncompressed bool
@@ -107,8 +108,7 @@ func (s *Session) dial(ctx context.Context) error {
 		s.conn.Close()
 	}
 	conn, err := grpc.NewClient("passthrough:///"+ep.Address,
-		grpc.WithTransportCredentials(credentials.NewTLS(pinnedTLS(ep.CertificateSHA256))),
-		grpc.WithPerRPCCredentials(tokenFile(s.c.TokenFile)),
+		grpc.WithTransportCredentials(credentials.NewTLS(pinnedTLS(ep.CertificateSHA256, s.c.Certificate))),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(4*ChunkSize)),
 		// A window of many chunks: the default 64 KiB stalls the stream
 		// on every round trip of a slow or distant network.
@@ -119,19 +119,6 @@ func (s *Session) dial(ctx context.Context) error {
 	s.conn, s.client = conn, pb.NewTransferClient(conn)
 	return nil
 }
-
-// tokenFile presents the token in a file as a bearer token, over TLS only.
-type tokenFile string
-
-func (f tokenFile) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	b, err := os.ReadFile(string(f))
-	if err != nil {
-		return nil, fmt.Errorf("read the transfer token: %w", err)
-	}
-	return map[string]string{"authorization": "Bearer " + strings.TrimSpace(string(b))}, nil
-}
-
-func (tokenFile) RequireTransportSecurity() bool { return true }
 
 // Progress returns the copy's progress so far.
 func (s *Session) Progress() Progress {

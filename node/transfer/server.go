@@ -15,7 +15,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -44,7 +43,6 @@ type Server struct {
 	Reader   client.Reader
 	LVMD     lvmd.Client
 	NodeName string
-	Auth     Authenticator
 	Log      logr.Logger
 	// SweepInterval is how often snapshots whose copy ended are removed;
 	// default one minute.
@@ -84,7 +82,7 @@ const baseKeyPrefix = "base:"
 
 func baseKey(image, caller string) string { return baseKeyPrefix + image + ":" + caller }
 
-// authorize authenticates the call's token and checks what it asks for:
+// authorize authenticates the caller (authenticate) and checks what it asks for:
 // target, a LogicalVolume of the caller's node whose source is a
 // LogicalVolume of this node; or base, a GoldenImage whose base this node
 // holds (any node agent may copy a base: every node may make one from the
@@ -143,28 +141,6 @@ func (s *Server) authorize(ctx context.Context, target string, base *pb.BaseRef)
 		return nil, status.Errorf(codes.PermissionDenied, "source LogicalVolume %s is not a %s", src.Name, src.Kind)
 	}
 	return g, nil
-}
-
-// authenticate returns the node of the call's token.
-func (s *Server) authenticate(ctx context.Context) (string, error) {
-	var token string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("authorization"); len(v) == 1 {
-			token, _ = strings.CutPrefix(v[0], "Bearer ")
-		}
-	}
-	if token == "" {
-		return "", status.Error(codes.Unauthenticated, "no bearer token")
-	}
-	caller, err := s.Auth.Authenticate(ctx, token)
-	var aerr *authError
-	if errors.As(err, &aerr) {
-		return "", status.Error(codes.Unauthenticated, aerr.Error())
-	}
-	if err != nil {
-		return "", status.Errorf(codes.Unavailable, "%v", err)
-	}
-	return caller, nil
 }
 
 // snapshot is the point-in-time snapshot of g's source, made on the first

@@ -4,9 +4,9 @@
 //
 // Every call names the target: the LogicalVolume being made on the
 // caller's node. The server serves it only to the agent of that node (the
-// caller's pod-bound ServiceAccount token, audience thinlvm.io/transfer,
-// checked by a TokenReview), and only when the target's source is a
-// LogicalVolume of the server's node.
+// caller proves in the mutual TLS handshake that it holds the key of the
+// certificate that node's LVMNode pins), and only when the target's source
+// is a LogicalVolume of the server's node.
 //
 // Or a call names a golden base instead: the server serves its Ready base
 // of that GoldenImage to any node agent, a few at a time.

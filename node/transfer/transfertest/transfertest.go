@@ -1,14 +1,12 @@
 // Package transfertest runs node agents' transfer endpoints on loopback
-// for tests, with tokens a test makes up.
+// for tests, each node with a certificate of its own (Identity).
 package transfertest
 
 import (
-	"context"
-	"errors"
+	"crypto/tls"
+	"fmt"
 	"net"
-	"os"
-	"path/filepath"
-	"strings"
+	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -22,15 +20,29 @@ import (
 	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
 )
 
-// Tokens authenticates the tests' tokens: "token-<node>" is that node's.
-type Tokens struct{}
+// identities holds each node name's certificate: one per name for the
+// test binary, as an agent has one per start.
+var identities sync.Map // node name -> tls.Certificate
 
-// Authenticate implements transfer.Authenticator.
-func (Tokens) Authenticate(_ context.Context, token string) (string, error) {
-	if node, ok := strings.CutPrefix(token, "token-"); ok {
-		return node, nil
+// Identity is node's agent's certificate (transfer.NewCertificate), the
+// same for every call with that name: Serve's endpoint presents it, and a
+// Copier of node presents it to other nodes' endpoints, which accept it
+// when node's LVMNode publishes its fingerprint (Serve's endpoint does).
+func Identity(node string) tls.Certificate {
+	if c, ok := identities.Load(node); ok {
+		return c.(tls.Certificate)
 	}
-	return "", errors.New("unknown token")
+	cert, _, err := transfer.NewCertificate(node)
+	if err != nil {
+		panic(fmt.Sprintf("transfertest: certificate of %s: %v", node, err))
+	}
+	c, _ := identities.LoadOrStore(node, cert)
+	return c.(tls.Certificate)
+}
+
+// Copier is node's agent's copier, reading LVMNodes with reader.
+func Copier(node string, reader client.Reader) *transfer.Copier {
+	return &transfer.Copier{Reader: reader, Certificate: Identity(node)}
 }
 
 // Serve runs node's transfer endpoint over l on loopback until the test
@@ -38,27 +50,14 @@ func (Tokens) Authenticate(_ context.Context, token string) (string, error) {
 // publishes of it.
 func Serve(t testing.TB, node string, reader client.Reader, l lvmd.Client, opts ...grpc.ServerOption) *thinlvmv1.TransferEndpoint {
 	t.Helper()
-	cert, fp, err := transfer.NewCertificate(node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := Identity(node)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer(append(opts, grpc.Creds(credentials.NewTLS(transfer.ServerTLS(cert))))...)
-	transferpb.RegisterTransferServer(gs, &transfer.Server{Reader: reader, LVMD: l, NodeName: node, Auth: Tokens{}, Log: logr.Discard()})
+	transferpb.RegisterTransferServer(gs, &transfer.Server{Reader: reader, LVMD: l, NodeName: node, Log: logr.Discard()})
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
-	return &thinlvmv1.TransferEndpoint{Address: lis.Addr().String(), CertificateSHA256: fp}
-}
-
-// TokenFile writes node's token in a file and returns its path.
-func TokenFile(t testing.TB, node string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(path, []byte("token-"+node+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return &thinlvmv1.TransferEndpoint{Address: lis.Addr().String(), CertificateSHA256: transfer.Fingerprint(cert.Certificate[0])}
 }
