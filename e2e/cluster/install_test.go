@@ -114,7 +114,7 @@ func TestLeastPrivilege(t *testing.T) {
 		{sa("thinlvm-node"), "create", "", "persistentvolumes", "", false},
 		{sa("thinlvm-node"), "list", "", "secrets", "default", false},
 		{sa("thinlvm-node"), "create", "thinlvm.io", "logicalvolumes", "", false},
-		{sa("thinlvm-node"), "create", "authentication.k8s.io", "tokenreviews", "", true}, // the transfer endpoint's callers
+		{sa("thinlvm-node"), "create", "authentication.k8s.io", "tokenreviews", "", true}, // its metrics' callers (metrics-rbac.yaml)
 		{sa("thinlvm-node"), "create", "", "serviceaccounts/token", "thinlvm-system", false},
 		{sa("thinlvm-controller"), "create", "thinlvm.io", "logicalvolumes", "", true},
 		{sa("thinlvm-controller"), "list", "", "secrets", "default", false},
