@@ -66,7 +66,7 @@ build: ## Build the binaries into bin/.
 test: test-unit test-fuzz test-images test-monitoring test-lvm sanity e2e migration golden-images chaos ## Run all tests: unit and envtest, short fuzzing, images, alerts, real-LVM, csi-sanity, end-to-end, volumes that move, golden images, faults.
 
 .PHONY: test-unit
-test-unit: lvmvm-image ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
+test-unit: ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e/ -e /deploy/images -e /deploy/monitoring)
 
@@ -96,9 +96,20 @@ images: ## Build the container images (OCI layout in bin/images), reproducibly; 
 images-pin: ## Re-pin the node images' Debian packages to what the machine's apt sources offer now.
 	$(GO) run ./deploy/images -pin
 
+# Everyday tests build the images for this machine's arch only: the other
+# arch is a cross-compile of every program, most of a cold build's time.
+# `make release` builds and checks them all.
+HOSTARCH := $(shell $(GO) env GOARCH)
+
 .PHONY: test-images
-test-images: images ## The images: reproducible digests, push and pull, every program starts from the image's own files.
-	$(GO) test -count=1 -timeout 20m ./deploy/images/
+test-images: ## The images (this machine's arch): reproducible digests, push and pull, every program starts from the image's own files.
+	$(GO) run ./deploy/images -arch $(HOSTARCH) -out $(BIN)/images
+	$(GO) test -count=1 -timeout 20m ./deploy/images/ -args -images.arches=$(HOSTARCH)
+
+.PHONY: release
+release: ## The images for every arch (OCI layout in bin/images, PUSH=<registry>/<repo> pushes them), checked as test-images checks one.
+	$(GO) run ./deploy/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH))
+	$(GO) test -count=1 -timeout 40m ./deploy/images/ -args -images.arches=amd64,arm64
 
 # promtool, built from its Go module (outside this module's go.mod) into the
 # user cache; `go install` skips the build when it is current.
@@ -122,10 +133,16 @@ k8s-bin: ## Build (cached) etcd and kube-apiserver from Go modules.
 lvmvm-image: ## Build (cached) the kernel + initramfs of the real-LVM test VM.
 	e2e/lvmvm/build-image.sh
 
+# The tests of how lvmd runs lvm and reads what it says (codes from its
+# messages, kills, reports, metadata-full errors, restarts, process
+# counts): the only ones whose outcome depends on the runner. The rest run
+# the same lvm commands either way; they run once, on the default runner.
+LVM_RUNNER_TESTS := ^(TestIdempotencyAndCodes|TestLVMKilledMidBurst|TestFullReportFromRealLVM|TestVGMetadataFull|TestPoolMetadataFull|TestReadsStartNoLVMProcess|TestMetrics|TestRestartLosesNothing)$$
+
 .PHONY: test-lvm
-test-lvm: lvmvm-image ## Tests against real lvm2 in a qemu VM, once with each of lvmd's lvm runners (the shell, then a process per command; one VM each).
+test-lvm: lvmvm-image ## Tests against real lvm2 in a qemu VM: all with lvmd's default lvm runner (the shell), the runner's own tests again with a process per command (one VM each).
 	$(GO) test -count=1 -timeout 30m ./e2e/lvmvm/... -args -lvmvm.runner=shell
-	$(GO) test -count=1 -timeout 30m ./e2e/lvmvm/... -args -lvmvm.runner=exec
+	$(GO) test -count=1 -timeout 30m -run '$(LVM_RUNNER_TESTS)' ./e2e/lvmvm/... -args -lvmvm.runner=exec
 
 .PHONY: sanity
 sanity: lvmvm-image ## The csi-sanity suite: controller on envtest, node service on real lvm2 in the VM.
@@ -149,7 +166,8 @@ chaos: lvmvm-image ## The fault suite at CI size: operations while components ar
 	$(GO) test -count=1 -timeout 40m -v -run 'TestStorm' ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
 
 .PHONY: bench
-bench: lvmvm-image ## Benchmarks: lvmd on real lvm2 (ratios), a node full of LVs (about 30 min), lvmd beside TopoLVM's, 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm, the controller's GetCapacity against 2,000 LVMNodes, hollow nodes at 1,000 and 2,500 (HOLLOW_SIZES=a,b).
+bench: lvmvm-image ## Benchmarks (and every arch's images, checked): lvmd on real lvm2 (ratios), a node full of LVs (about 30 min), lvmd beside TopoLVM's, 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm, the controller's GetCapacity against 2,000 LVMNodes, hollow nodes at 1,000 and 2,500 (HOLLOW_SIZES=a,b).
+	$(GO) test -count=1 -timeout 40m ./deploy/images/ -args -images.arches=amd64,arm64   # every arch's images, as make release checks them
 	$(GO) test -count=1 -timeout 75m -run '^$$' -bench . -benchtime 1x ./e2e/lvmvm/...
 	cd e2e/topolvm && $(GO) test -count=1 -timeout 40m -run '^$$' -bench . -benchtime 1x ./...
 	$(GO) test -count=1 -timeout 45m -run '^$$' -bench . -benchtime 1x ./e2e/cluster/...

@@ -4,6 +4,7 @@ import (
 	"context"
 	"debug/elf"
 	"errors"
+	"flag"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -25,11 +26,27 @@ import (
 	"github.com/thinlvm/thinlvm/deploy/images/imageroot"
 )
 
-// These tests build the images from this checkout, for every arch: run
-// them from the module root's `make test-images`, after `make images`
-// filled the .deb cache (they download nothing themselves when it is
-// full). Without apt or the mirror they fail: what they check is the
-// build.
+// These tests build the images from this checkout, for this machine's
+// arch unless -images.arches names more: run them from the module root's
+// `make test-images` (this arch) or `make release` (every arch), after
+// the images' build filled the .deb cache (they download nothing
+// themselves when it is full). Without apt or the mirror they fail: what
+// they check is the build.
+
+// archFlag is the architectures the tests build for. A cross-compile of
+// every program is most of a cold build's time, so everyday tests build
+// this machine's only; the release builds and checks them all.
+var archFlag = flag.String("images.arches", runtime.GOARCH, "comma-separated architectures the tests build the images for, some of "+strings.Join(arches, ","))
+
+// testArches is -images.arches, checked.
+func testArches(t *testing.T) []string {
+	t.Helper()
+	as, err := parseArches(*archFlag)
+	if err != nil {
+		t.Fatalf("-images.arches: %v", err)
+	}
+	return as
+}
 
 var (
 	once     sync.Once
@@ -49,7 +66,7 @@ func buildOnce(t *testing.T) []built {
 			buildErr = err
 			return
 		}
-		images, buildErr = buildAll(context.Background(), "deploy/images", debCache(t), defaultTag, arches)
+		images, buildErr = buildAll(context.Background(), "deploy/images", debCache(t), defaultTag, testArches(t))
 	})
 	if buildErr != nil {
 		t.Fatalf("build the images: %v", buildErr)
@@ -82,7 +99,7 @@ func digests(t *testing.T, bs []built) map[string]v1.Hash {
 // indexes and so of every arch's image.
 func TestReproducible(t *testing.T) {
 	first := digests(t, buildOnce(t))
-	again, err := buildAll(context.Background(), "deploy/images", debCache(t), defaultTag, arches)
+	again, err := buildAll(context.Background(), "deploy/images", debCache(t), defaultTag, testArches(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +123,7 @@ func TestPushAndLayout(t *testing.T) {
 	defer srv.Close()
 	prefix := strings.TrimPrefix(srv.URL, "http://") + "/thinlvm"
 	var wantPlatforms []string
-	for _, a := range arches {
+	for _, a := range testArches(t) {
 		wantPlatforms = append(wantPlatforms, "linux/"+a)
 	}
 	for _, b := range bs {
@@ -262,7 +279,7 @@ func TestImagesArch(t *testing.T) {
 	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 	debian := map[string][]string{"thinlvm-lvmd": {"/sbin/lvm"}, "thinlvm-node": {"/sbin/mkfs.xfs"}}
 	for _, b := range bs {
-		for _, arch := range arches {
+		for _, arch := range testArches(t) {
 			t.Run(b.spec.name+"/"+arch, func(t *testing.T) {
 				img := b.images[arch]
 				if img == nil {
