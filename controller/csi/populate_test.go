@@ -16,9 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/controller/cachetest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 )
 
@@ -185,7 +185,7 @@ func TestGoldenImageChannelClass(t *testing.T) {
 	// even by a controller whose cache has not seen the move yet (its
 	// informer holds the channel's update event).
 	held := *srv
-	held.Client = channelAsBefore{Client: srv.Client, before: before}
+	held.Client = cachetest.Held{Client: srv.Client, Before: before}
 	again, err := createWith("pvc-chan-old", class)
 	if err != nil || again.GetVolumeId() != old.GetVolumeId() {
 		t.Fatalf("repeat after the channel moved: %v %v", again, err)
@@ -244,19 +244,4 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// channelAsBefore is a controller's cache that has not delivered a
-// channel's move yet: Get returns the channel as it was before.
-type channelAsBefore struct {
-	client.Client
-	before *thinlvmv1.GoldenImageChannel
-}
-
-func (c channelAsBefore) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if ch, ok := obj.(*thinlvmv1.GoldenImageChannel); ok && key.Name == c.before.Name {
-		c.before.DeepCopyInto(ch)
-		return nil
-	}
-	return c.Client.Get(ctx, key, obj, opts...)
 }

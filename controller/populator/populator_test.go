@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/controller/cachetest"
 	"github.com/thinlvm/thinlvm/controller/populator"
 	"github.com/thinlvm/thinlvm/e2e/envtest"
 )
@@ -367,7 +368,7 @@ func TestChannelMoveNotYetInTheCache(t *testing.T) {
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: heldNS}}); err != nil {
 		t.Fatal(err)
 	}
-	held := &populator.Reconciler{Client: channelAsBefore{Client: k8s, before: before}, APIReader: k8s, Recorder: direct.Recorder, Namespace: heldNS}
+	held := &populator.Reconciler{Client: cachetest.Held{Client: k8s, Before: before}, APIReader: k8s, Recorder: direct.Recorder, Namespace: heldNS}
 	claim := tenantClaim(t, ns, "after-the-move", "thin-now", thinlvmv1.KindGoldenImageChannel, "web")
 	if _, err := held.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(claim)}); err != nil {
 		t.Fatal(err)
@@ -382,21 +383,6 @@ func TestChannelMoveNotYetInTheCache(t *testing.T) {
 	if got := prime.Annotations[thinlvmv1.PopulateGoldenImageAnnotation]; got != "web-v2" {
 		t.Errorf("the prime claim is made from %q, want web-v2", got)
 	}
-}
-
-// channelAsBefore is a cache that has not delivered a channel's move yet:
-// Get returns the channel as it was before.
-type channelAsBefore struct {
-	client.Client
-	before *thinlvmv1.GoldenImageChannel
-}
-
-func (c channelAsBefore) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if ch, ok := obj.(*thinlvmv1.GoldenImageChannel); ok && key.Name == c.before.Name {
-		c.before.DeepCopyInto(ch)
-		return nil
-	}
-	return c.Client.Get(ctx, key, obj, opts...)
 }
 
 // A claim whose channel's version was deleted (the channel moved on and
