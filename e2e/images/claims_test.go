@@ -35,6 +35,13 @@ func TestDataSourceRef(t *testing.T) {
 	defer deleteAndWait(t, gi)
 
 	objs := disk(t, "ref-disk", cluster.BlockClass, "64Mi", nodeA, fromRef(thinlvmv1.KindGoldenImage, gi.Name))
+	defer func() {
+		// Deleted below, and checked; a test that stopped before leaves
+		// nothing for the next run (-count) either.
+		if t.Failed() {
+			deleteAndWait(t, objs...)
+		}
+	}()
 	v := bound(t, "ref-disk")
 	fromImage(t, v.LV, gi.Name)
 	if v.LV.Spec.NodeName != nodeA {
