@@ -139,9 +139,11 @@ type GoldenBaseStatus struct {
 	// the name of the peer node it was copied from.
 	// +optional
 	From string `json:"from,omitempty"`
-	// ContentSHA256 is the hex SHA-256 of the Ready base's bytes (all of
-	// its size), computed on this node; a node that copies the base from
-	// this one checks its copy against it.
+	// ContentSHA256 is the Ready base's content checksum, computed on this
+	// node over all of its size: the hex SHA-256 of the SHA-256 digests of
+	// its 4 MiB chunks, in order (a chunk of zeros is recognised, not
+	// hashed again). A node that copies the base from this one checks its
+	// copy against it.
 	// +optional
 	ContentSHA256 string `json:"contentSHA256,omitempty"`
 }

@@ -164,6 +164,17 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// contentDigest is a base's contentSHA256 of the bytes b, by its
+// definition: the SHA-256 of the SHA-256 digests of b's 4 MiB chunks.
+func contentDigest(b []byte) string {
+	outer := sha256.New()
+	for off := 0; off < len(b); off += 4 << 20 {
+		s := sha256.Sum256(b[off:min(off+4<<20, len(b))])
+		outer.Write(s[:])
+	}
+	return hex.EncodeToString(outer.Sum(nil))
+}
+
 // xxh64Hex is the checksum lvmvm.VM.Checksum computes in the guest.
 func xxh64Hex(b []byte) string { return fmt.Sprintf("%016x", xxhash.Sum64(b)) }
 

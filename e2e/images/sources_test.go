@@ -119,7 +119,7 @@ func TestRegistrySource(t *testing.T) {
 	if base.From != thinlvmv1.BaseFromOrigin {
 		t.Errorf("the base on %s is from %q, want %q", nodeA, base.From, thinlvmv1.BaseFromOrigin)
 	}
-	if want := sha256Hex(raw); base.ContentSHA256 != want {
+	if want := contentDigest(raw); base.ContentSHA256 != want {
 		t.Errorf("the base's contentSHA256 is %q, want the disk's %s", base.ContentSHA256, want)
 	}
 	if got, want := checksum(t, nodeA, base.LV), xxh64Hex(raw); got != want {
@@ -150,7 +150,7 @@ func TestPeersShareOneDownload(t *testing.T) {
 	if !slices.Equal(froms, []string{thinlvmv1.BaseFromOrigin, nodeA}) && !slices.Equal(froms, []string{nodeB, thinlvmv1.BaseFromOrigin}) {
 		t.Errorf("the bases on %s and %s are from %q, want one from %q and the other from that node", nodeA, nodeB, froms, thinlvmv1.BaseFromOrigin)
 	}
-	if want := sha256Hex(raw); a.ContentSHA256 != want || b.ContentSHA256 != want {
+	if want := contentDigest(raw); a.ContentSHA256 != want || b.ContentSHA256 != want {
 		t.Errorf("the bases' contentSHA256 are %q and %q, want both the image's %s", a.ContentSHA256, b.ContentSHA256, want)
 	}
 	sa, sb := checksum(t, nodeA, a.LV), checksum(t, nodeB, b.LV)
