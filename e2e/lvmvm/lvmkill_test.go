@@ -109,9 +109,21 @@ func TestLVMKilledMidBurst(t *testing.T) {
 			t.Errorf("device left suspended: %s", line)
 		}
 	}
+	// Removed as the node agent removes a volume: a failed RemoveLV is
+	// tried again (a device that lvm found busy once, after the kills,
+	// has been free the next second).
 	for _, v := range list.GetVolumes() {
-		if _, err := lvs.RemoveLV(ctx, &pb.RemoveLVRequest{Name: v.GetName()}); err != nil {
-			t.Fatal(err)
+		var err error
+		for attempt := 0; attempt < 5; attempt++ {
+			if _, err = lvs.RemoveLV(ctx, &pb.RemoveLVRequest{Name: v.GetName()}); err == nil {
+				break
+			}
+			t.Logf("remove %s (attempt %d): %v", v.GetName(), attempt+1, err)
+			time.Sleep(time.Second)
+		}
+		if err != nil {
+			tree, _ := testVM.Run(ctx, "dmsetup", "ls", "--tree")
+			t.Fatalf("%v\ndevice-mapper's devices:\n%s", err, tree)
 		}
 	}
 }
