@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -54,7 +53,7 @@ import (
 // of a downloadable image fall back to the origin.
 const maxPeerFailures = 3
 
-// Tags of a sealed base: its content's checksum (contentDigest) and where
+// Tags of a sealed base: its content's checksum (hashDevice) and where
 // it came from, so that a restarted agent publishes them again. A base
 // sealed by an agent before the chunked digest has only an "sha256:" tag
 // (the SHA-256 of all its bytes): it is published with no checksum, and
@@ -322,36 +321,48 @@ func (r *Reconciler) discard(ctx context.Context, vol *pb.LogicalVolume, err err
 	return err
 }
 
-// contentChunk is the unit of a base's content digest (contentDigest).
+// contentChunk is the unit of a base's content digest (hashDevice).
 const contentChunk = 4 << 20
 
-// zeroChunk is a chunk of zeros, and zeroChunkSum its SHA-256: a chunk the
-// base does not map reads as zeros, and its digest is not worked out again
-// for each one. Most of a base is such chunks (an image is smaller than
-// its base, and sparse), and SHA-256 is the cost of a seal: where it runs
-// slowly (a VM without hardware SHA, an emulated CPU) hashing the zeros of
-// a 4 GiB base took over four minutes, scanning them ten seconds.
-var (
-	zeroChunk    = make([]byte, contentChunk)
-	zeroChunkSum = sha256.Sum256(zeroChunk)
-)
-
-// hashDevice is the content digest of the first size bytes of a device,
-// read with O_DIRECT (contentDigest).
+// hashDevice is the content digest (contentSHA256) of the first size bytes
+// of a device, read with O_DIRECT: the hex SHA-256 of the SHA-256 digests
+// of its bytes in chunks of contentChunk bytes, in order (the last chunk
+// may be shorter). It is a function of the bytes alone, whatever maps
+// them. Equivalent to:
+//
+//	split -b 4M --filter='sha256sum | head -c 64 | xxd -r -p' /dev/vg/base | sha256sum
+//
+// A chunk of zeros is recognised and its digest, worked out once, reused:
+// most of a base is such chunks (the base does not map them; an image is
+// smaller than its base, and sparse), and SHA-256 is the cost of a seal.
+// Where it runs slowly (a VM without hardware SHA, an emulated CPU),
+// hashing the zeros of a 4 GiB base took over four minutes, scanning them
+// ten seconds.
 func hashDevice(ctx context.Context, path string, size int64) (string, error) {
 	dev, err := directio.Open(path, os.O_RDONLY)
 	if err != nil {
 		return "", err
 	}
 	defer dev.Close()
-	d := newContentDigest()
-	buf := directio.Buffer(contentChunk)
+	h := sha256.New()
+	buf, zero := directio.Buffer(contentChunk), make([]byte, contentChunk)
+	var zeroSum []byte
 	for off := int64(0); off < size; {
 		if err := ctx.Err(); err != nil {
 			return "", err
 		}
 		n, err := dev.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
-		d.chunk(buf[:n])
+		switch c := buf[:n]; {
+		case n == contentChunk && bytes.Equal(c, zero):
+			if zeroSum == nil {
+				s := sha256.Sum256(zero)
+				zeroSum = s[:]
+			}
+			h.Write(zeroSum)
+		case n > 0:
+			s := sha256.Sum256(c)
+			h.Write(s[:])
+		}
 		off += int64(n)
 		if err == io.EOF && off < size {
 			return "", fmt.Errorf("hash %s: it ends at %d bytes, not %d", path, off, size)
@@ -360,34 +371,8 @@ func hashDevice(ctx context.Context, path string, size int64) (string, error) {
 			return "", fmt.Errorf("hash %s at %d: %w", path, off, err)
 		}
 	}
-	return d.sum(), nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
-
-// contentDigest is a base's content checksum (contentSHA256): the hex
-// SHA-256 of the SHA-256 digests of its bytes in chunks of contentChunk
-// bytes, in order (the last chunk may be shorter). It is a function of the
-// bytes alone, whatever maps them, and lets a chunk of zeros cost a scan
-// rather than a hash. Equivalent to:
-//
-//	split -b 4M --filter='sha256sum | head -c 64 | xxd -r -p' /dev/vg/base | sha256sum
-type contentDigest struct{ h hash.Hash }
-
-func newContentDigest() *contentDigest { return &contentDigest{h: sha256.New()} }
-
-// chunk adds the next chunk: contentChunk bytes, or fewer for the last.
-func (d *contentDigest) chunk(b []byte) {
-	if len(b) == 0 {
-		return
-	}
-	if len(b) == contentChunk && bytes.Equal(b, zeroChunk) {
-		d.h.Write(zeroChunkSum[:])
-		return
-	}
-	s := sha256.Sum256(b)
-	d.h.Write(s[:])
-}
-
-func (d *contentDigest) sum() string { return hex.EncodeToString(d.h.Sum(nil)) }
 
 func (r *Reconciler) waitInterval() time.Duration {
 	if r.WaitInterval > 0 {
