@@ -15,12 +15,12 @@ import (
 const snapshotClientModule = "github.com/kubernetes-csi/external-snapshotter/client/v8"
 
 // installSnapshotCRDs installs the snapshot.storage.k8s.io CRDs of the
-// external-snapshotter client module that e2e/cluster/csi-snapshotter
+// external-snapshotter client module that e2e/cluster/addons
 // builds the snapshotter from (the e2e cluster installs the same), taken
 // from the module cache (downloaded there if missing).
 func installSnapshotCRDs(cfg *rest.Config) error {
 	cmd := exec.Command("go", "mod", "download", "-json", snapshotClientModule)
-	cmd.Dir = filepath.Join("..", "..", "e2e", "cluster", "csi-snapshotter")
+	cmd.Dir = filepath.Join("..", "..", "e2e", "cluster", "addons")
 	out, err := cmd.Output()
 	if err != nil {
 		return fmt.Errorf("locate module %s: %w", snapshotClientModule, err)

@@ -4,12 +4,16 @@
 #   etcd                     go.etcd.io/etcd/server/v3 (e2e/cluster/etcd/go.mod)
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
 #                            k8s.io/kubernetes (the project's go.mod)
-#   kwok                     sigs.k8s.io/kwok (e2e/cluster/kwok/go.mod)
-#   csi-provisioner, csi-resizer, csi-snapshotter, snapshot-controller
-#                            the kubernetes-csi sidecars (e2e/cluster/csi-*/go.mod)
+#   csi-provisioner, csi-resizer, csi-snapshotter, snapshot-controller, kwok
+#                            the kubernetes-csi sidecars and sigs.k8s.io/kwok
+#                            (e2e/cluster/addons/go.mod, its k8s.io modules
+#                            at the product's Kubernetes version)
 # usage: build.sh [BINARY...]   (default: etcd kube-apiserver)
 # Prints the directory that holds the binaries (KUBEBUILDER_ASSETS) last.
-# A cold kube-apiserver build takes 11-14 min on 2 cores; warm, seconds.
+# Each group (the k8s.io/kubernetes binaries, the add-ons) is one go build, so
+# that the packages its binaries share compile once; the add-ons come after
+# the Kubernetes binaries and reuse much of what they compiled. Cold on 2
+# cores: about 10 and 4 minutes (e2e/README.md); warm, seconds.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE=${THINLVM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/thinlvm}
@@ -33,50 +37,37 @@ k8s_ldflags() {
   echo "$out"
 }
 
-build() { # name dir package ldflags
-  local name=$1 dir=$2 pkg=$3 ld=$4 t=$SECONDS
-  if [ -x "$BIN/$name" ]; then return; fi
-  echo "build: $name ($pkg) into $BIN ..." >&2
-  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $ld" -o "$BIN/$name.tmp" "$pkg")
-  mv "$BIN/$name.tmp" "$BIN/$name"
-  echo "build: $name in $((SECONDS - t))s" >&2
-}
-
-# The k8s.io/kubernetes binaries asked for and missing are built by one go
-# build: their many shared packages compile once and the links overlap the
+# The binaries asked for and missing of one group are built by one go
+# build: their shared packages compile once and the links overlap the
 # compiles (measured in e2e/README.md).
-build_k8s() { # name...
-  local missing=() pkgs=() n t=$SECONDS tmp
-  for n in "$@"; do [ -x "$BIN/$n" ] || missing+=("$n"); done
+build_group() { # dir ldflags name=package...
+  local dir=$1 ld=$2 missing=() pkgs=() n t=$SECONDS tmp
+  shift 2
+  for n in "$@"; do [ -x "$BIN/${n%%=*}" ] || { missing+=("${n%%=*}"); pkgs+=("${n#*=}"); }; done
   [ ${#missing[@]} -gt 0 ] || return 0
-  for n in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$n"); done
   echo "build: $(IFS=+; echo "${missing[*]}") (${pkgs[*]}) into $BIN ..." >&2
   tmp=$(mktemp -d "$BIN/.build.XXXXXX")
-  (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(k8s_ldflags)" -o "$tmp/" "${pkgs[@]}")
+  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $ld" -o "$tmp/" "${pkgs[@]}")
   for n in "${missing[@]}"; do mv "$tmp/$n" "$BIN/$n"; done
   rmdir "$tmp"
   echo "build: $(IFS=+; echo "${missing[*]}") in $((SECONDS - t))s" >&2
 }
 
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver)
-k8s=()
+[ "${targets[*]}" != all ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok csi-provisioner csi-resizer csi-snapshotter snapshot-controller)
+etcd=() k8s=() addons=()
 for t in "${targets[@]}"; do
   case $t in
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) k8s+=("$t") ;;
-  esac
-done
-[ ${#k8s[@]} -eq 0 ] || build_k8s "${k8s[@]}"
-for t in "${targets[@]}"; do
-  case $t in
-    etcd) build etcd "$ROOT/e2e/cluster/etcd" . "" ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) ;;
-    kwok) build kwok "$ROOT/e2e/cluster/kwok" sigs.k8s.io/kwok/cmd/kwok "" ;;
-    csi-provisioner) build "$t" "$ROOT/e2e/cluster/csi-provisioner" github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner "" ;;
-    csi-resizer) build "$t" "$ROOT/e2e/cluster/csi-resizer" github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer "" ;;
-    csi-snapshotter|snapshot-controller)
-      build "$t" "$ROOT/e2e/cluster/csi-snapshotter" "github.com/kubernetes-csi/external-snapshotter/v8/cmd/$t" "" ;;
-    all) "$0" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok csi-provisioner csi-resizer csi-snapshotter snapshot-controller >/dev/null ;;
+    etcd) etcd=(etcd=.) ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) k8s+=("$t=k8s.io/kubernetes/cmd/$t") ;;
+    kwok) addons+=("$t=sigs.k8s.io/kwok/cmd/kwok") ;;
+    csi-provisioner) addons+=("$t=github.com/kubernetes-csi/external-provisioner/v6/cmd/$t") ;;
+    csi-resizer) addons+=("$t=github.com/kubernetes-csi/external-resizer/v2/cmd/$t") ;;
+    csi-snapshotter|snapshot-controller) addons+=("$t=github.com/kubernetes-csi/external-snapshotter/v8/cmd/$t") ;;
     *) echo "build: unknown binary $t" >&2; exit 2 ;;
   esac
 done
+[ ${#k8s[@]} -eq 0 ] || build_group "$ROOT" "$(k8s_ldflags)" "${k8s[@]}"
+[ ${#addons[@]} -eq 0 ] || build_group "$ROOT/e2e/cluster/addons" "" "${addons[@]}"
+[ ${#etcd[@]} -eq 0 ] || build_group "$ROOT/e2e/cluster/etcd" "" "${etcd[@]}"
 echo "$BIN"

@@ -364,7 +364,7 @@ func (c *Cluster) kwokStages(heartbeat string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir, err := moduleDir(filepath.Join(root, "e2e", "cluster", "kwok"), "sigs.k8s.io/kwok")
+	dir, err := moduleDir(filepath.Join(root, "e2e", "cluster", "addons"), "sigs.k8s.io/kwok")
 	if err != nil {
 		return "", err
 	}

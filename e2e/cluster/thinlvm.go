@@ -96,7 +96,7 @@ func (c *Cluster) Install(ctx context.Context) error {
 // snapshotCRDs is the directory of the VolumeSnapshot CRDs in the
 // external-snapshotter client module the snapshotter is built from.
 func snapshotCRDs(root string) (string, error) {
-	dir, err := moduleDir(filepath.Join(root, "e2e", "cluster", "csi-snapshotter"), "github.com/kubernetes-csi/external-snapshotter/client/v8")
+	dir, err := moduleDir(filepath.Join(root, "e2e", "cluster", "addons"), "github.com/kubernetes-csi/external-snapshotter/client/v8")
 	if err != nil {
 		return "", err
 	}
