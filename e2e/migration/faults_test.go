@@ -112,7 +112,7 @@ func TestRestoreOnAnotherNode(t *testing.T) {
 func TestCopyInterruptedByAgentKill(t *testing.T) {
 	disk(t, "kill-src", aloneClass, "1Gi", nodeA, nil)
 	src := bound(t, "kill-src", 3*time.Minute)
-	write(t, nodeA, src.Status.VolumeID, 0, 256)
+	write(t, nodeA, src.Status.VolumeID, 0, 96) // long enough a copy to be seen under way
 	want := checksum(t, nodeA, src.Status.VolumeID)
 
 	disk(t, "kill-copy", aloneClass, "1Gi", nodeB, fromClaim("kill-src"))
