@@ -47,6 +47,10 @@ type Daemon struct {
 	// failed lvchange --errorwhenfull: not retried for the same pool and
 	// setting. Guarded by the store's lock.
 	whenFullFailed map[string]string
+	// stopping is the Start context's Done: long-lived streams (Watch) end
+	// with it, so that the gRPC server's graceful stop need not wait for
+	// every watcher to hang up.
+	stopping <-chan struct{}
 }
 
 // New creates a Daemon. Call Start before serving.
@@ -100,6 +104,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	d.stopping = ctx.Done()
 	go d.store.run(ctx)
 	return nil
 }

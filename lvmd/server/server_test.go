@@ -62,6 +62,10 @@ type env struct {
 	d    *Daemon
 	lv   pb.LVServiceClient
 	vg   pb.VGServiceClient
+	// stop ends the context the Daemon was started with, as lvmd's
+	// SIGTERM does; srv serves it.
+	stop context.CancelFunc
+	srv  *grpc.Server
 }
 
 // envOptions tune the store before the Daemon starts.
@@ -109,7 +113,7 @@ func newEnv(t *testing.T, cfg *config.Config, f *fake.Runner, o envOptions) *env
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &env{fake: f, d: d, lv: pb.NewLVServiceClient(conn), vg: pb.NewVGServiceClient(conn)}
+	return &env{fake: f, d: d, lv: pb.NewLVServiceClient(conn), vg: pb.NewVGServiceClient(conn), stop: cancel, srv: s}
 }
 
 // mutations counts the lvm commands that change something.

@@ -1,9 +1,11 @@
 package server
 
 import (
-	"google.golang.org/protobuf/proto"
-
 	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/thinlvm/thinlvm/lvmd/config"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
@@ -44,7 +46,8 @@ func (s *vgService) GetCapacity(_ context.Context, req *pb.GetCapacityRequest) (
 
 // Watch sends the capacity at once and again whenever a published view
 // changes it. Watchers share the store's views: a watcher costs no lvm
-// process.
+// process. The stream ends with Unavailable when lvmd stops (the context
+// Start was given ends): the watcher dials the next lvmd.
 func (s *vgService) Watch(_ *pb.WatchRequest, stream pb.VGService_WatchServer) error {
 	wake, cancel := s.d.store.subscribe()
 	defer cancel()
@@ -63,6 +66,8 @@ func (s *vgService) Watch(_ *pb.WatchRequest, stream pb.VGService_WatchServer) e
 		select {
 		case <-stream.Context().Done():
 			return nil
+		case <-s.d.stopping:
+			return status.Error(codes.Unavailable, "lvmd is stopping")
 		case <-wake:
 		}
 	}

@@ -325,6 +325,32 @@ func TestWatch(t *testing.T) {
 	})
 }
 
+// lvmd stopping ends the watchers' streams with Unavailable, so that the
+// gRPC server's graceful stop returns instead of waiting for the node
+// agent to hang up (it waited out lvmd's 10 s limit on every stop).
+func TestWatchEndsWhenLVMDStops(t *testing.T) {
+	e := newEnv(t, testConfig(), capacityRunner(), envOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a stream lvmd leaves open ends here
+	defer cancel()
+	stream, err := e.vg.Watch(ctx, &pb.WatchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	e.stop()
+	_, err = stream.Recv()
+	wantCode(t, err, codes.Unavailable)
+	stopped := make(chan struct{})
+	go func() { e.srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's graceful stop still waits after lvmd stopped")
+	}
+}
+
 // Watchers share the store's reports: however many watch, lvm is read at
 // most once per mutation (plus a few), and never for a watcher.
 func TestWatchersRunNoLVM(t *testing.T) {
