@@ -102,9 +102,14 @@ images-pin: ## Re-pin the node images' Debian packages to what the machine's apt
 # `make release` builds and checks them all.
 HOSTARCH := $(shell $(GO) env GOARCH)
 
-.PHONY: test-images
-test-images: ## The images (this machine's arch): reproducible digests, push and pull, every program starts from the image's own files.
+# The images for this machine's arch in bin/images, built once per make
+# run for what needs them: test-images checks them, the VM suites run them.
+.PHONY: host-images
+host-images:
 	$(GO) run ./deploy/images -arch $(HOSTARCH) -out $(BIN)/images
+
+.PHONY: test-images
+test-images: host-images ## The images (this machine's arch): reproducible digests, push and pull, every program starts from the image's own files.
 	$(GO) test -count=1 -timeout 20m ./deploy/images/ -args -images.arches=$(HOSTARCH)
 
 .PHONY: release
@@ -159,8 +164,8 @@ test-lvm-exec: lvmvm-image
 VM_LANE_1 := e2e test-lvm-shell golden-images
 VM_LANE_2 := migration test-lvm-exec sanity chaos
 .PHONY: test-vm vm-lane-1 vm-lane-2
-test-vm: lvmvm-image ## The suites that boot VMs: real-LVM (both runners), csi-sanity, end-to-end, volumes that move, golden images, faults, in two lanes at once.
-	@$(MAKE) --no-print-directory -j2 vm-lane-1 vm-lane-2
+test-vm: lvmvm-image host-images ## The suites that boot VMs: real-LVM (both runners), csi-sanity, end-to-end, volumes that move, golden images, faults, in two lanes at once.
+	@THINLVM_E2E_IMAGES=$(BIN)/images $(MAKE) --no-print-directory -j2 vm-lane-1 vm-lane-2
 vm-lane-1 vm-lane-2: vm-lane-%:
 	@set -o pipefail; for t in $(VM_LANE_$*); do $(MAKE) --no-print-directory $$t || exit; done 2>&1 | sed -u 's/^/[lane $*] /'
 

@@ -221,6 +221,23 @@ func Build(ctx context.Context, log io.Writer, progress func(Progress)) (k8sBin,
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("build thinlvm: %w\n%s", err, out)
 	}
+	// THINLVM_E2E_IMAGES names the images (an OCI layout, this machine's
+	// arch) when the caller built them from this tree: make test-vm builds
+	// them once for all its suites, which otherwise each build the same.
+	if dir := os.Getenv("THINLVM_E2E_IMAGES"); dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+			return "", "", fmt.Errorf("THINLVM_E2E_IMAGES: %w", err)
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", "", err
+		}
+		if err := os.Symlink(abs, filepath.Join(bin, "images")); err != nil {
+			return "", "", err
+		}
+		fmt.Fprintf(log, "cluster: images from %s\n", abs)
+		return k8sBin, bin, nil
+	}
 	progress(Progress{Step: "building thinlvm's images", N: buildComponents, Of: buildComponents, Since: time.Now()})
 	// This machine's arch only: the pods run here.
 	images := exec.CommandContext(ctx, "go", "run", "./deploy/images", "-arch="+goruntime.GOARCH, "-out", filepath.Join(bin, "images"))
