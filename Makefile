@@ -110,7 +110,7 @@ host-images:
 
 .PHONY: test-images
 test-images: host-images ## The images (this machine's arch): reproducible digests, push and pull, every program starts from the image's own files.
-	$(GO) test -count=1 -timeout 20m ./deploy/images/ -args -images.arches=$(HOSTARCH)
+	$(GO) test -count=1 -timeout 20m ./deploy/images/ -args -images.arches=$(HOSTARCH) -images.layout=$(BIN)/images
 
 .PHONY: release
 release: ## The images for every arch (OCI layout in bin/images, PUSH=<registry>/<repo> pushes them), checked as test-images checks one.
