@@ -116,6 +116,19 @@ func newEnv(t *testing.T, cfg *config.Config, f *fake.Runner, o envOptions) *env
 	return &env{fake: f, d: d, lv: pb.NewLVServiceClient(conn), vg: pb.NewVGServiceClient(conn), stop: cancel, srv: s}
 }
 
+// watching opens a Watch with ctx and takes its first report.
+func (e *env) watching(t *testing.T, ctx context.Context) pb.VGService_WatchClient {
+	t.Helper()
+	stream, err := e.vg.Watch(ctx, &pb.WatchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
 // mutations counts the lvm commands that change something.
 func (e *env) mutations() int {
 	return e.fake.Count("lvcreate") + e.fake.Count("lvextend") + e.fake.Count("lvremove")

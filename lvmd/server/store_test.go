@@ -179,13 +179,7 @@ func TestIntervalRefresh(t *testing.T) {
 	e := newEnv(t, testConfig(), testRunner(), envOptions{interval: 10 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	stream, err := e.vg.Watch(ctx, &pb.WatchRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stream.Recv(); err != nil {
-		t.Fatal(err)
-	}
+	stream := e.watching(t, ctx)
 	e.fake.SetPoolUsage("vg0", "pool", 33, 7)
 	resp, err := stream.Recv()
 	if err != nil {

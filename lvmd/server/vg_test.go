@@ -332,15 +332,9 @@ func TestWatchEndsWhenLVMDStops(t *testing.T) {
 	e := newEnv(t, testConfig(), capacityRunner(), envOptions{})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a stream lvmd leaves open ends here
 	defer cancel()
-	stream, err := e.vg.Watch(ctx, &pb.WatchRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stream.Recv(); err != nil {
-		t.Fatal(err)
-	}
+	stream := e.watching(t, ctx)
 	e.stop()
-	_, err = stream.Recv()
+	_, err := stream.Recv()
 	wantCode(t, err, codes.Unavailable)
 	stopped := make(chan struct{})
 	go func() { e.srv.GracefulStop(); close(stopped) }()
