@@ -18,6 +18,7 @@ import (
 	"time"
 
 	csispec "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"k8s.io/klog/v2"
@@ -33,6 +34,7 @@ import (
 	"github.com/thinlvm/thinlvm/node/csi"
 	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/lvmd"
+	"github.com/thinlvm/thinlvm/node/registration"
 	"github.com/thinlvm/thinlvm/node/transfer"
 	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
 )
@@ -62,6 +64,9 @@ type options struct {
 	transferBases     int
 	goldenPeers       bool
 	namespace         string
+
+	registrationDir string
+	kubeletCSIPath  string
 }
 
 func main() {
@@ -70,6 +75,8 @@ func main() {
 	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "This node's name (default $NODE_NAME).")
 	fs.StringVar(&o.lvmdAddress, "lvmd-address", "unix:///run/thinlvm/lvmd.sock", "lvmd's address: unix:///path or tcp://host:port.")
 	fs.StringVar(&o.csiAddress, "csi-address", "unix:///var/lib/kubelet/plugins/thinlvm.io/csi.sock", "Where to serve CSI: unix:///path or tcp://host:port.")
+	fs.StringVar(&o.registrationDir, "kubelet-registration-dir", "", "The kubelet's plugin registration directory (/var/lib/kubelet/plugins_registry on the host) as mounted here: the agent registers the CSI node service with the kubelet there, as csi-node-driver-registrar would; empty registers nothing.")
+	fs.StringVar(&o.kubeletCSIPath, "kubelet-csi-path", "/var/lib/kubelet/plugins/thinlvm.io/csi.sock", "The CSI socket's path as the kubelet sees it on the host: what the registration tells the kubelet.")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "0", "Prometheus metrics address; 0 disables.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the path); false serves plain HTTP to anyone (bind to localhost then).")
 	fs.StringVar(&o.lvmdMetrics, "lvmd-metrics-address", "", "lvmd's metrics socket (unix:///path), served again at /metrics/lvmd behind the same checks; empty for none.")
@@ -123,8 +130,18 @@ func run(o options) error {
 		csispec.RegisterIdentityServer(s, identity)
 		csispec.RegisterNodeServer(s, node)
 	}}
+	var reg *registration.Server
+	if o.registrationDir != "" {
+		reg = &registration.Server{Driver: thinlvmv1.DriverName, Dir: o.registrationDir, Endpoint: o.kubeletCSIPath,
+			Log: logger.WithName("registration")}
+	}
 	if !o.controllers {
-		return csiServer.Start(ctx)
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return csiServer.Start(ctx) })
+		if reg != nil {
+			g.Go(func() error { return reg.Start(ctx) })
+		}
+		return g.Wait()
 	}
 
 	mgr, err := manager.New(manager.Options{MetricsAddress: o.metricsAddress, MetricsSecure: o.metricsSecure,
@@ -165,6 +182,27 @@ func run(o options) error {
 	}
 	if err := mgr.Add(csiServer); err != nil {
 		return err
+	}
+	// The liveness probe's checks (the livenessprobe sidecar's job): the
+	// CSI service answers Probe as ready, that is lvmd answers; and the
+	// kubelet did not refuse the registration.
+	if err := mgr.AddHealthzCheck("csi", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
+		defer cancel()
+		if resp, err := identity.Probe(ctx, &csispec.ProbeRequest{}); err != nil || !resp.GetReady().GetValue() {
+			return fmt.Errorf("CSI Probe: not ready (lvmd does not answer)")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if reg != nil {
+		if err := mgr.Add(reg); err != nil {
+			return err
+		}
+		if err := mgr.AddHealthzCheck("kubelet-registration", reg.Check); err != nil {
+			return err
+		}
 	}
 	logger.Info("thinlvm-node starting", "version", version)
 	return mgr.Start(ctx)

@@ -48,11 +48,6 @@ import (
 // pod's kubeconfig as --kubeconfig (in a cluster: the in-cluster config).
 var apiClients = map[string]bool{"csi-provisioner": true, "csi-resizer": true, "csi-snapshotter": true}
 
-// kubeletSide are sidecars that serve the kubelet (plugin registration, a
-// probe endpoint); without a kubelet they have nothing to do and are not
-// run.
-var kubeletSide = map[string]bool{"csi-node-driver-registrar": true, "livenessprobe": true}
-
 // fromImage tells whether a container runs from thinlvm's own image.
 func fromImage(image string) bool { return strings.HasPrefix(program(image), "thinlvm-") }
 
@@ -122,10 +117,6 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 	}
 	for _, ct := range pod.Spec.Containers {
 		prog := program(ct.Image)
-		if kubeletSide[prog] {
-			fmt.Fprintf(c.log, "kubelet: %s of %s not run: it serves a kubelet, and there is none here\n", ct.Name, pod.Name)
-			continue
-		}
 		env, err := containerEnv(pod, ct, podIP)
 		if err != nil {
 			return err
