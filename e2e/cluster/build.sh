@@ -2,12 +2,15 @@
 # build.sh — build the Kubernetes parts the tests run, from Go modules, into a
 # cache outside the repo keyed by their versions:
 #   etcd                     go.etcd.io/etcd/server/v3 (e2e/cluster/etcd/go.mod)
-#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
-#                            k8s.io/kubernetes (the project's go.mod)
-#   csi-provisioner, csi-resizer, csi-snapshotter, snapshot-controller, kwok
-#                            the kubernetes-csi sidecars and sigs.k8s.io/kwok
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
+#   kubelet, kube-proxy      k8s.io/kubernetes (the project's go.mod)
+#   csi-provisioner, csi-resizer, csi-snapshotter, snapshot-controller, kwok,
+#   containerd, containerd-shim-runc-v2, ctr, runc
+#                            the kubernetes-csi sidecars, sigs.k8s.io/kwok,
+#                            containerd 2 and runc for the real node
 #                            (e2e/cluster/addons/go.mod, its k8s.io modules
-#                            at the product's Kubernetes version)
+#                            at the product's Kubernetes version); runc
+#                            links its C part (nsenter) statically
 # usage: build.sh [BINARY...]   (default: etcd kube-apiserver)
 # Prints the directory that holds the binaries (KUBEBUILDER_ASSETS) last.
 # Each group (the k8s.io/kubernetes binaries, the add-ons) is one go build, so
@@ -47,27 +50,34 @@ build_group() { # dir ldflags name=package...
   [ ${#missing[@]} -gt 0 ] || return 0
   echo "build: $(IFS=+; echo "${missing[*]}") (${pkgs[*]}) into $BIN ..." >&2
   tmp=$(mktemp -d "$BIN/.build.XXXXXX")
-  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $ld" -o "$tmp/" "${pkgs[@]}")
+  (cd "$dir" && CGO_ENABLED=${CGO:-0} go build -trimpath -tags "${TAGS:-}" -ldflags="-s -w $ld" -o "$tmp/" "${pkgs[@]}")
   for n in "${missing[@]}"; do mv "$tmp/$n" "$BIN/$n"; done
   rmdir "$tmp"
   echo "build: $(IFS=+; echo "${missing[*]}") in $((SECONDS - t))s" >&2
 }
 
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver)
-[ "${targets[*]}" != all ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok csi-provisioner csi-resizer csi-snapshotter snapshot-controller)
-etcd=() k8s=() addons=()
+[ "${targets[*]}" != all ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
+  kwok csi-provisioner csi-resizer csi-snapshotter snapshot-controller containerd containerd-shim-runc-v2 ctr runc)
+etcd=() k8s=() addons=() runc=()
 for t in "${targets[@]}"; do
   case $t in
     etcd) etcd=(etcd=.) ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) k8s+=("$t=k8s.io/kubernetes/cmd/$t") ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet|kube-proxy) k8s+=("$t=k8s.io/kubernetes/cmd/$t") ;;
     kwok) addons+=("$t=sigs.k8s.io/kwok/cmd/kwok") ;;
     csi-provisioner) addons+=("$t=github.com/kubernetes-csi/external-provisioner/v6/cmd/$t") ;;
     csi-resizer) addons+=("$t=github.com/kubernetes-csi/external-resizer/v2/cmd/$t") ;;
     csi-snapshotter|snapshot-controller) addons+=("$t=github.com/kubernetes-csi/external-snapshotter/v8/cmd/$t") ;;
+    containerd|containerd-shim-runc-v2|ctr) addons+=("$t=github.com/containerd/containerd/v2/cmd/$t") ;;
+    runc) runc=(runc=github.com/opencontainers/runc) ;;
     *) echo "build: unknown binary $t" >&2; exit 2 ;;
   esac
 done
 [ ${#k8s[@]} -eq 0 ] || build_group "$ROOT" "$(k8s_ldflags)" "${k8s[@]}"
 [ ${#addons[@]} -eq 0 ] || build_group "$ROOT/e2e/cluster/addons" "" "${addons[@]}"
+# runc's nsenter is C, run before the Go runtime starts: cgo, linked
+# statically so that the guest needs no library of the host's. No seccomp
+# tag: no libseccomp (pods here run Unconfined, the kubelet's default).
+[ ${#runc[@]} -eq 0 ] || CGO=1 TAGS="netgo osusergo" build_group "$ROOT/e2e/cluster/addons" "-extldflags=-static" "${runc[@]}"
 [ ${#etcd[@]} -eq 0 ] || build_group "$ROOT/e2e/cluster/etcd" "" "${etcd[@]}"
 echo "$BIN"

@@ -18,7 +18,8 @@ FORCE=0; [ "${1:-}" = "--force" ] && FORCE=1
 # Host tools, and the userspace copied into the guest (same Debian release:
 # the guest reuses the host's binaries and the libraries ldd finds).
 HOST_PKGS="qemu-system-x86 qemu-utils lvm2 dmeventd thin-provisioning-tools busybox-static
-  xfsprogs e2fsprogs kmod cpio coreutils bash util-linux xz-utils binutils"
+  xfsprogs e2fsprogs kmod cpio coreutils bash util-linux xz-utils binutils
+  nftables containernetworking-plugins"
 missing=$(for p in $HOST_PKGS; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
   grep -q 'ok installed' || echo "$p"; done)
 if [ -n "$missing" ]; then
@@ -70,7 +71,8 @@ for b in /usr/sbin/lvm /usr/sbin/dmsetup /usr/sbin/dmeventd /usr/sbin/mke2fs \
     /usr/sbin/e2fsck /usr/sbin/resize2fs /usr/sbin/tune2fs /usr/sbin/dumpe2fs /usr/sbin/mkfs.xfs \
     /usr/sbin/xfs_growfs /usr/sbin/xfs_repair /usr/sbin/xfs_db /usr/sbin/xfs_io /usr/sbin/pdata_tools \
     /usr/bin/date /usr/bin/dd /usr/bin/sha256sum /usr/bin/stat /usr/sbin/blkdiscard \
-    /usr/sbin/blkid /usr/sbin/blockdev /usr/bin/mount /usr/bin/umount /usr/bin/bash /usr/bin/qemu-img /usr/bin/prlimit; do
+    /usr/sbin/blkid /usr/sbin/blockdev /usr/bin/mount /usr/bin/umount /usr/bin/bash /usr/bin/qemu-img /usr/bin/prlimit \
+    /usr/sbin/nft /usr/bin/findmnt /usr/bin/nsenter /usr/sbin/losetup; do
   [ -e "$b" ] || continue
   rm -f "$R$b"; putbin "$b"; done
 for f in /usr/lib/x86_64-linux-gnu/device-mapper/*.so /usr/lib/x86_64-linux-gnu/libdevmapper-event-lvm2*.so*; do
@@ -78,9 +80,14 @@ for f in /usr/lib/x86_64-linux-gnu/device-mapper/*.so /usr/lib/x86_64-linux-gnu/
 for l in $(find /usr/sbin -maxdepth 1 -type l \( -lname lvm -o -lname pdata_tools -o -lname mke2fs -o -lname e2fsck \)); do
   rm -f "$R$l"; ln -s "$(readlink "$l")" "$R$l"; done
 
+# The real node's (a kubelet, containerd and kube-proxy in nftables mode):
+# container root filesystems, the pod network, services.
+NODE_MODS="overlay bridge br_netfilter veth nf_conntrack nf_nat nf_tables nft_ct nft_nat
+  nft_chain_nat nft_masq nft_numgen nft_fib nft_fib_inet nft_fib_ipv4 nft_fib_ipv6
+  nft_reject nft_reject_inet nft_limit nft_hash nft_redir nf_reject_ipv4 nf_reject_ipv6"
 MODS="virtio_pci virtio_blk virtio_net 9pnet_virtio 9p crc32c-intel crc32c_generic
   dm-mod dm-bufio dm-bio-prison dm-persistent-data dm-thin-pool dm-snapshot dm-zero
-  ext4 xfs loop"
+  ext4 xfs loop $NODE_MODS"
 for m in $(modprobe -d "$KX" -S "$KVER" --show-depends -a $MODS | awk '/^insmod/{print $2}' | sort -u); do
   install -D -m 644 "$m" "$R/usr/lib/modules/$KVER/${m#*/lib/modules/$KVER/}"; done
 cp "$KX/lib/modules/$KVER"/modules.{order,builtin,builtin.modinfo} "$R/usr/lib/modules/$KVER/"
@@ -107,6 +114,9 @@ global {
     event_activation = 0
 }
 CONF
+# The CNI plugins of a real node's pod network (static Go programs).
+for f in bridge host-local loopback; do install -D -m 755 /usr/lib/cni/$f "$R/opt/cni/bin/$f"; done
+echo "$NODE_MODS" > "$R/etc/node-modules"
 printf 'root:x:0:0:root:/root:/bin/sh\n' > "$R/etc/passwd"
 printf 'root:x:0:\ndisk:x:6:\n' > "$R/etc/group"
 install -m 755 "$HERE/guest-init.sh" "$R/init"
