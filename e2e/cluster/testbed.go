@@ -121,6 +121,20 @@ func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error
 			return tb, err
 		}
 	}
+	if err := k.CreateClasses(ctx); err != nil {
+		return tb, err
+	}
+	for _, n := range nodes {
+		if err := k.WaitCapacity(ctx, n.Name); err != nil {
+			return tb, err
+		}
+	}
+	return tb, nil
+}
+
+// CreateClasses makes the test bed's StorageClasses (FilesystemClass,
+// BlockClass) and VolumeSnapshotClass (SnapshotClass).
+func (c *Cluster) CreateClasses(ctx context.Context) error {
 	for _, sc := range []*storagev1.StorageClass{
 		{ObjectMeta: metav1.ObjectMeta{Name: FilesystemClass}, Provisioner: thinlvmv1.DriverName,
 			VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), AllowVolumeExpansion: ptr.To(true),
@@ -130,23 +144,18 @@ func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error
 			VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), AllowVolumeExpansion: ptr.To(true),
 			ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete)},
 	} {
-		if err := IgnoreAlreadyExists(k.Client.Create(ctx, sc)); err != nil {
-			return tb, fmt.Errorf("StorageClass: %w", err)
+		if err := IgnoreAlreadyExists(c.Client.Create(ctx, sc)); err != nil {
+			return fmt.Errorf("StorageClass: %w", err)
 		}
 	}
 	vsc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
 		"metadata": map[string]any{"name": SnapshotClass}, "driver": thinlvmv1.DriverName, "deletionPolicy": "Delete",
 	}}
-	if err := IgnoreAlreadyExists(k.Client.Create(ctx, vsc)); err != nil {
-		return tb, fmt.Errorf("VolumeSnapshotClass: %w", err)
+	if err := IgnoreAlreadyExists(c.Client.Create(ctx, vsc)); err != nil {
+		return fmt.Errorf("VolumeSnapshotClass: %w", err)
 	}
-	for _, n := range nodes {
-		if err := k.WaitCapacity(ctx, n.Name); err != nil {
-			return tb, err
-		}
-	}
-	return tb, nil
+	return nil
 }
 
 // startVMs boots a VM per node, at once (each runs on one vCPU), and makes

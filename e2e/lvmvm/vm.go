@@ -50,6 +50,17 @@ type Options struct {
 	HostLoopback bool
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// Init is a guest script (a /ctl or /share path) started in the
+	// background at every boot, before the guest agent: a real node's
+	// services (e2e/cluster's node-init.sh), which a reboot starts again.
+	Init string
+	// Files are written into the control share (/ctl in the guest) before
+	// boot, by path relative to it.
+	Files map[string][]byte
+	// Links are host files put into the binaries share (/share in the
+	// guest), by path relative to it: hard links where the file system
+	// allows, copies elsewhere (9p does not follow links out of a share).
+	Links map[string]string
 }
 
 // HostAddress is the host's loopback as the guest sees it with
@@ -64,6 +75,7 @@ const GuestAddress = "10.0.2.15"
 type VM struct {
 	dir     string // host work dir: ctl/, share/, disks, console.log
 	ports   map[int]int
+	args    []string // qemu's, for Reboot
 	qemu    *exec.Cmd
 	exited  chan struct{}
 	waitErr error
@@ -159,9 +171,26 @@ func Start(ctx context.Context, o Options) (vm *VM, err error) {
 		return vm, fmt.Errorf("build guest binaries: %w\n%s", err, out)
 	}
 
-	cmd := fmt.Sprintf("exec /share/bin/guestagent -listen :%d > /share/guestagent.log 2>&1\n", AgentPort)
+	cmd := fmt.Sprintf("exec /share/bin/guestagent -listen :%d >> /share/guestagent.log 2>&1\n", AgentPort)
+	if o.Init != "" {
+		cmd = fmt.Sprintf("sh %s >> /share/init.log 2>&1 &\n", o.Init) + cmd
+	}
 	if err := os.WriteFile(filepath.Join(dir, "ctl", "cmd"), []byte(cmd), 0o644); err != nil {
 		return vm, err
+	}
+	for name, data := range o.Files {
+		p := filepath.Join(dir, "ctl", name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return vm, err
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			return vm, err
+		}
+	}
+	for name, src := range o.Links {
+		if err := linkOrCopy(src, filepath.Join(dir, "share", name)); err != nil {
+			return vm, err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "ctl", "ndisks"), []byte(strconv.Itoa(len(o.Disks))), 0o644); err != nil {
 		return vm, err
@@ -206,25 +235,36 @@ func Start(ctx context.Context, o Options) (vm *VM, err error) {
 		netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", hp, gp)
 	}
 	args = append(args, "-netdev", netdev, "-device", "virtio-net-pci,netdev=n0")
-
-	console, err := os.Create(filepath.Join(dir, "console.log"))
-	if err != nil {
+	vm.args = args
+	if err := vm.boot(ctx); err != nil {
 		return vm, err
 	}
-	vm.qemu = exec.Command("qemu-system-x86_64", args...)
+	fmt.Fprintf(logw, "lvmvm: guest ready in %.1fs\n", vm.BootSeconds)
+	return vm, nil
+}
+
+// boot starts qemu and waits for the guest agent.
+func (vm *VM) boot(ctx context.Context) error {
+	console, err := os.OpenFile(filepath.Join(vm.dir, "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	vm.exited = make(chan struct{})
+	vm.qemu = exec.Command("qemu-system-x86_64", vm.args...)
 	vm.qemu.Stdout, vm.qemu.Stderr = console, console
 	vm.qemu.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
 	if err := vm.qemu.Start(); err != nil {
 		console.Close()
-		return vm, fmt.Errorf("start qemu: %w", err)
+		return fmt.Errorf("start qemu: %w", err)
 	}
+	qemu, exited := vm.qemu, vm.exited
 	go func() {
-		vm.waitErr = vm.qemu.Wait()
+		vm.waitErr = qemu.Wait()
 		console.Close()
-		close(vm.exited)
+		close(exited)
 	}()
-	fmt.Fprintf(logw, "lvmvm: qemu started (pid %d), work dir %s\n", vm.qemu.Process.Pid, dir)
+	fmt.Fprintf(vm.log, "lvmvm: qemu started (pid %d), work dir %s\n", vm.qemu.Process.Pid, vm.dir)
 
 	// hostfwd accepts before the guest listens: only a real answer counts.
 	deadline := time.Now().Add(3 * time.Minute)
@@ -233,19 +273,59 @@ func Start(ctx context.Context, o Options) (vm *VM, err error) {
 			break
 		}
 		select {
-		case <-vm.exited:
-			return vm, fmt.Errorf("VM exited during boot (%v); console:\n%s", vm.waitErr, vm.Console())
+		case <-exited:
+			return fmt.Errorf("VM exited during boot (%v); console:\n%s", vm.waitErr, vm.Console())
 		case <-ctx.Done():
-			return vm, ctx.Err()
+			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return vm, fmt.Errorf("VM agent not ready after 3m; console:\n%s", vm.Console())
+			return fmt.Errorf("VM agent not ready after 3m; console:\n%s", vm.Console())
 		}
 	}
 	vm.BootSeconds = time.Since(start).Seconds()
-	fmt.Fprintf(logw, "lvmvm: guest ready in %.1fs\n", vm.BootSeconds)
-	return vm, nil
+	return nil
+}
+
+// Reboot powers the guest off and boots it again with the same disks,
+// shares and forwarded ports: what is on the disks stays, what the guest
+// held in memory (/run, /tmp, its processes) is gone. Options.Init runs
+// again.
+func (vm *VM) Reboot(ctx context.Context) error {
+	vm.powerOff()
+	if err := vm.boot(ctx); err != nil {
+		return fmt.Errorf("reboot: %w", err)
+	}
+	fmt.Fprintf(vm.log, "lvmvm: guest rebooted in %.1fs\n", vm.BootSeconds)
+	return nil
+}
+
+// linkOrCopy puts src at dst: a hard link, or a copy across file systems.
+func linkOrCopy(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, fi.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 func (vm *VM) health(ctx context.Context) error {
@@ -366,19 +446,30 @@ func (vm *VM) Signal(ctx context.Context, name string, sig syscall.Signal, wait 
 // Stop powers the VM off (killing qemu if it does not stop) and removes its
 // work directory.
 func (vm *VM) Stop() {
-	if vm.qemu != nil && vm.qemu.Process != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = vm.post(ctx, "/poweroff", struct{}{}, nil)
-		cancel()
-		select {
-		case <-vm.exited:
-		case <-time.After(20 * time.Second):
-			_ = vm.qemu.Process.Kill()
-			<-vm.exited
-		}
-	}
+	vm.powerOff()
 	if os.Getenv("LVMVM_KEEP") == "" {
 		_ = os.RemoveAll(vm.dir)
+	}
+}
+
+// powerOff asks the guest to power off and kills qemu if it does not.
+func (vm *VM) powerOff() {
+	if vm.qemu == nil || vm.qemu.Process == nil {
+		return
+	}
+	select {
+	case <-vm.exited:
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = vm.post(ctx, "/poweroff", struct{}{}, nil)
+	cancel()
+	select {
+	case <-vm.exited:
+	case <-time.After(20 * time.Second):
+		_ = vm.qemu.Process.Kill()
+		<-vm.exited
 	}
 }
 
