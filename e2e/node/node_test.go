@@ -2,14 +2,16 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -63,88 +65,170 @@ func TestJoined(t *testing.T) {
 	}
 }
 
-// TestFilesystemVolume: a pod writes to an xfs volume, is deleted; the next
-// pod on the node reads the same bytes.
+// TestFilesystemVolume: on xfs and ext4, a pod writes, is deleted, and the
+// next pod on the node reads the same bytes; the pod's fsGroup owns the
+// volume's root; a readOnly claim refuses writes; a subPath is a directory
+// of the volume.
 func TestFilesystemVolume(t *testing.T) {
 	ctx := context.Background()
-	claim := cluster.Claim("fs-data", cluster.FilesystemClass, "1Gi", false)
+	ext4 := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "thinlvm-ext4"}, Provisioner: thinlvmv1.DriverName,
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), AllowVolumeExpansion: ptr.To(true),
+		Parameters: map[string]string{thinlvmv1.DeviceClassParameter: "ssd", "csi.storage.k8s.io/fstype": "ext4"}}
+	if err := cluster.IgnoreAlreadyExists(k.Client.Create(ctx, ext4)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ fs, class string }{{"xfs", cluster.FilesystemClass}, {"ext4", ext4.Name}} {
+		t.Run(tc.fs, func(t *testing.T) {
+			name := "fs-" + tc.fs
+			newClaim(t, name, tc.class, "1Gi", false)
+			writer := workload(name+"-writer", false, "dd if=/dev/urandom of=/v0/data bs=1M count=8 2>/dev/null && "+
+				"mkdir -p /v0/sub && echo in-sub > /v0/sub/f && sync && sha256sum /v0/data | cut -c1-64 && "+
+				"stat -c %g /v0 && awk '$2 == \"/v0\" {print $3}' /proc/mounts", name)
+			writer.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To(int64(4321))}
+			out, err := tryPod(t, writer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := strings.Fields(out)
+			if len(f) != 3 || f[1] != "4321" || f[2] != tc.fs {
+				t.Fatalf("writer printed %q: want the data's sha256, the volume root's group 4321 (fsGroup), %s", out, tc.fs)
+			}
+			if read := runPod(t, name+"-reader", false, "sha256sum /v0/data | cut -c1-64", name); read != f[0] {
+				t.Errorf("wrote %s, the next pod read %s", f[0], read)
+			}
+			ro := workload(name+"-ro", false, "cat /v0/sub/f && if touch /v0/x; then echo WROTE; fi", name)
+			ro.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly = true
+			if out, err := tryPod(t, ro); err != nil || !strings.Contains(out, "in-sub") || strings.Contains(out, "WROTE") ||
+				!strings.Contains(out, "Read-only file system") {
+				t.Errorf("readOnly claim: %q (%v): want the data readable and the write refused", out, err)
+			}
+			sub := workload(name+"-subpath", false, "cat /v0/f && echo from-subpath > /v0/g", name)
+			sub.Spec.Containers[0].VolumeMounts[0].SubPath = "sub"
+			if out, err := tryPod(t, sub); err != nil || out != "in-sub" {
+				t.Errorf("subPath sub: %q (%v)", out, err)
+			}
+			if out := runPod(t, name+"-check", false, "cat /v0/sub/g", name); out != "from-subpath" {
+				t.Errorf("what the subPath pod wrote, seen at the volume's root: %q", out)
+			}
+		})
+	}
+}
+
+// TestBlockVolume: a pod sees its raw block volume at its devicePath,
+// writes a pattern and reads it back; the next pod reads the same.
+func TestBlockVolume(t *testing.T) {
+	newClaim(t, "blk", cluster.BlockClass, "256Mi", true)
+	out := runPod(t, "blk-writer", true, "test -b /dev/v0 && blockdev --getsize64 /dev/v0 && "+
+		"dd if=/dev/urandom of=/tmp/p bs=1M count=4 2>/dev/null && dd if=/tmp/p of=/dev/v0 bs=1M seek=100 conv=fsync 2>/dev/null && "+
+		"sha256sum /tmp/p | cut -c1-64 && dd if=/dev/v0 bs=1M skip=100 count=4 2>/dev/null | sha256sum | cut -c1-64", "blk")
+	f := strings.Fields(out)
+	if len(f) != 3 || f[0] != strconv.Itoa(256<<20) || f[1] != f[2] {
+		t.Fatalf("block pod printed %q: want the size 256 MiB and the pattern read back", out)
+	}
+	if again := runPod(t, "blk-reader", true, "dd if=/dev/v0 bs=1M skip=100 count=4 2>/dev/null | sha256sum | cut -c1-64", "blk"); again != f[1] {
+		t.Errorf("the next pod read %s, want %s", again, f[1])
+	}
+}
+
+// TestOnlineExpansion: the claim grows while its pod runs; the kubelet's
+// NodeExpandVolume grows the filesystem, and the pod sees the new size.
+func TestOnlineExpansion(t *testing.T) {
+	ctx := context.Background()
+	claim := newClaim(t, "grow", cluster.FilesystemClass, "1Gi", false)
+	pod := startPod(t, workload("grow", false, "while :; do echo size=$(df -k /v0 | awk 'NR==2 {print $2}'); sleep 2; done", "grow"))
+	before := sizeKiB(t, lastLine(t, pod, "size=", func(string) bool { return true }))
+	if err := k.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+		t.Fatal(err)
+	}
+	claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("3Gi")
+	if err := k.Client.Update(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	after := sizeKiB(t, lastLine(t, pod, "size=", func(s string) bool { return sizeKiB(t, s) > before+(1<<20) }))
+	if after < 2900<<10 {
+		t.Errorf("the pod sees %d KiB after growing to 3Gi (was %d)", after, before)
+	}
+	err := k.WaitFor(ctx, "claim grow to report 3Gi", 3*time.Minute, func() (bool, error) {
+		err := k.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim)
+		return err == nil && claim.Status.Capacity.Storage().Cmp(resource.MustParse("3Gi")) == 0 && len(claim.Status.Conditions) == 0, err
+	})
+	if err != nil {
+		t.Errorf("%v: %+v", err, claim.Status)
+	}
+}
+
+func sizeKiB(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		t.Fatalf("size %q: %v", s, err)
+	}
+	return n
+}
+
+// TestVolumeStats: the kubelet's kubelet_volume_stats_* of a claim come
+// from NodeGetVolumeStats and follow what the pod wrote.
+func TestVolumeStats(t *testing.T) {
+	newClaim(t, "stats", cluster.FilesystemClass, "1Gi", false)
+	startPod(t, workload("stats", false, "dd if=/dev/urandom of=/v0/data bs=1M count=48 2>/dev/null && sync && sleep 100000", "stats"))
+	var used, capacity float64
+	err := k.WaitFor(context.Background(), "the kubelet's stats of claim stats", 3*time.Minute, func() (bool, error) {
+		m := kubeletMetrics(t)
+		used = metric(m, "kubelet_volume_stats_used_bytes", "stats")
+		capacity = metric(m, "kubelet_volume_stats_capacity_bytes", "stats")
+		return used >= 48<<20, nil
+	})
+	if err != nil {
+		t.Fatalf("%v: used %v", err, used)
+	}
+	if used > 80<<20 || capacity < 900<<20 || capacity > 1<<30 {
+		t.Errorf("kubelet_volume_stats: used %v bytes (48 MiB written), capacity %v (1Gi claim)", used, capacity)
+	}
+}
+
+// metric is the value of a sample of name for claim in "default".
+func metric(text, name, claim string) float64 {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, name+"{") && strings.Contains(l, `persistentvolumeclaim="`+claim+`"`) && strings.Contains(l, `namespace="default"`) {
+			f := strings.Fields(l)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			return v
+		}
+	}
+	return -1
+}
+
+// TestReadWriteOncePod: a second pod for a ReadWriteOncePod claim in use
+// is refused by the scheduler and never mounted.
+func TestReadWriteOncePod(t *testing.T) {
+	ctx := context.Background()
+	claim := cluster.Claim("rwop", cluster.FilesystemClass, "1Gi", false)
+	claim.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}
 	if err := k.Client.Create(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteClaim(t, claim) })
-	wrote := runPod(t, "fs-writer", false, "dd if=/dev/urandom of=/v0/data bs=1M count=8 2>/dev/null && sync && sha256sum /v0/data", "fs-data")
-	read := runPod(t, "fs-reader", false, "sha256sum /v0/data", "fs-data")
-	if wrote == "" || wrote != read {
-		t.Errorf("wrote %q, read %q", wrote, read)
-	}
-}
-
-// runPod runs script (busybox sh) in a pod on the real node with the
-// claims at /v0, /v1, ... (devices there, with block), waits for it to
-// succeed, deletes it and returns its output (its termination message).
-func runPod(t *testing.T, name string, block bool, script string, claims ...string) string {
-	t.Helper()
-	ctx := context.Background()
-	pod := cluster.Pod(name, block, cluster.OnNode(Node), claims...)
-	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-	pod.Spec.TerminationGracePeriodSeconds = ptr.To(int64(1))
-	c := &pod.Spec.Containers[0]
-	c.Image = cluster.BusyboxImage
-	c.Command = []string{"/bin/sh", "-c", "(" + script + ") > /dev/termination-log 2>&1"}
-	if err := k.Client.Create(ctx, pod); err != nil {
+	startPod(t, workload("rwop-1", false, "sleep 100000", "rwop"))
+	second := workload("rwop-2", false, "sleep 100000", "rwop")
+	if err := k.Client.Create(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	defer deletePod(t, pod)
-	var out string
-	err := k.WaitFor(ctx, "pod "+name+" to finish", 5*time.Minute, func() (bool, error) {
-		if err := k.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+	t.Cleanup(func() { deletePod(t, second) })
+	err := k.WaitFor(ctx, "the scheduler to refuse rwop-2", 2*time.Minute, func() (bool, error) {
+		if err := k.Client.Get(ctx, client.ObjectKeyFromObject(second), second); err != nil {
 			return false, err
 		}
-		for _, cs := range pod.Status.ContainerStatuses {
-			if cs.State.Terminated != nil {
-				out = strings.TrimSpace(cs.State.Terminated.Message)
+		for _, c := range second.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return true, nil
 			}
-		}
-		switch pod.Status.Phase {
-		case corev1.PodSucceeded:
-			return true, nil
-		case corev1.PodFailed:
-			return false, fmt.Errorf("pod %s failed: %s", name, out)
 		}
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("%v; pod status %+v", err, pod.Status)
+		t.Fatal(err)
 	}
-	return out
-}
-
-func deletePod(t *testing.T, pod *corev1.Pod) {
-	t.Helper()
-	ctx := context.Background()
-	if err := client.IgnoreNotFound(k.Client.Delete(ctx, pod)); err != nil {
-		t.Error(err)
+	if second.Spec.NodeName != "" || mounts(t, "rwop") != 1 {
+		t.Errorf("rwop-2 placed on %q; the volume is mounted %d times, want once", second.Spec.NodeName, mounts(t, "rwop"))
 	}
-	if err := k.WaitGone(ctx, 3*time.Minute, pod); err != nil {
-		t.Error(err)
-	}
-}
-
-func deleteClaim(t *testing.T, claim *corev1.PersistentVolumeClaim) {
-	t.Helper()
-	ctx := context.Background()
-	if err := client.IgnoreNotFound(k.Client.Delete(ctx, claim)); err != nil {
-		t.Error(err)
-	}
-	if err := k.WaitGone(ctx, 3*time.Minute, claim); err != nil {
-		t.Error(err)
-	}
-}
-
-func podPhases(pods []corev1.Pod) []string {
-	var out []string
-	for _, p := range pods {
-		out = append(out, p.Name+"="+string(p.Status.Phase))
-	}
-	return out
 }

@@ -1,0 +1,356 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/e2e/cluster"
+)
+
+// The disruptive tests, in this order and after the others: the kubelet,
+// the node plugin and the whole node go away under running pods.
+
+// A steady pod writes 8 MiB once and then prints the checksum of what its
+// volume holds every 2 s: "sum=<sha256>".
+func steady(name string, block bool, claim string) *corev1.Pod {
+	target, read := "/v0/data", "cat /v0/data"
+	if block {
+		target, read = "/dev/v0", "dd if=/dev/v0 bs=1M count=8 2>/dev/null"
+	}
+	script := fmt.Sprintf("if [ ! -e /v0/.written ]; then dd if=/dev/urandom of=%s bs=1M count=8 conv=fsync 2>/dev/null; fi; ", target)
+	if block {
+		script = fmt.Sprintf("dd if=/dev/v0 bs=1 count=7 2>/dev/null | grep -q written || { dd if=/dev/urandom of=/tmp/p bs=1M count=8 2>/dev/null; "+
+			"printf written | dd of=/tmp/p conv=notrunc 2>/dev/null; dd if=/tmp/p of=%s bs=1M conv=fsync 2>/dev/null; }; ", target)
+	} else {
+		script += "touch /v0/.written; sync; "
+	}
+	script += "while :; do echo sum=$(" + read + " | sha256sum | cut -c1-64); sleep 2; done"
+	return workload(name, block, script, claim)
+}
+
+type steadyPod struct {
+	pod   *corev1.Pod
+	claim string
+	sum   string
+}
+
+// startSteady starts n steady pods, block every other one, each on its
+// own claim.
+func startSteady(t *testing.T, prefix string, n int) []*steadyPod {
+	t.Helper()
+	var out []*steadyPod
+	for i := range n {
+		block := i%2 == 1
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		class := cluster.FilesystemClass
+		if block {
+			class = cluster.BlockClass
+		}
+		newClaim(t, name, class, "512Mi", block)
+		p := &steadyPod{pod: steady(name, block, name), claim: name}
+		if err := k.Client.Create(context.Background(), p.pod); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { deletePod(t, p.pod) })
+		out = append(out, p)
+	}
+	for _, p := range out {
+		waitRunning(t, p.pod)
+		p.sum = lastLine(t, p.pod, "sum=", func(s string) bool { return len(s) == 64 })
+	}
+	return out
+}
+
+// checkSteady: each pod prints the checksum it printed first, again.
+func checkSteady(t *testing.T, pods []*steadyPod) {
+	t.Helper()
+	for _, p := range pods {
+		// A line printed after now: the log's last line, once it changes
+		// or repeats.
+		before := strings.Count(podLog(t, p.pod), "sum=")
+		var got string
+		err := k.WaitFor(context.Background(), "pod "+p.pod.Name+" to print its checksum again", 3*time.Minute, func() (bool, error) {
+			log := podLog(t, p.pod)
+			if strings.Count(log, "sum=") <= before {
+				return false, nil
+			}
+			got = log[strings.LastIndex(log, "sum=")+4:]
+			got = strings.TrimSpace(strings.SplitN(got, "\n", 2)[0])
+			return len(got) == 64, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != p.sum {
+			t.Errorf("pod %s reads %s, wrote %s", p.pod.Name, got, p.sum)
+		}
+	}
+}
+
+// containerIDs are the pod's containers' IDs and restart counts.
+func containerIDs(t *testing.T, pod *corev1.Pod) string {
+	t.Helper()
+	if err := k.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, cs := range pod.Status.ContainerStatuses {
+		ids = append(ids, fmt.Sprintf("%s:%d", cs.ContainerID, cs.RestartCount))
+	}
+	return strings.Join(ids, ",")
+}
+
+// guestPID is the PID of a node service (node-init.sh's /run/NAME.pid).
+func guestPID(t *testing.T, service string) string {
+	t.Helper()
+	out, err := vm.Run(context.Background(), "cat", "/run/"+service+".pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// TestKubeletRestart: five pods (Filesystem and Block) run; the kubelet is
+// killed and starts again (it re-issues NodePublishVolume for every mounted
+// volume). Afterwards each volume is mounted as often as before (no
+// stacked bind mounts), the pods kept running in the same containers, and
+// the data is intact.
+func TestKubeletRestart(t *testing.T) {
+	ctx := context.Background()
+	pods := startSteady(t, "kr", 5)
+	before := map[string]int{}
+	ids := map[string]string{}
+	for _, p := range pods {
+		before[p.claim] = mounts(t, p.claim)
+		ids[p.pod.Name] = containerIDs(t, p.pod)
+	}
+	old := guestPID(t, "kubelet")
+	if _, err := vm.Run(ctx, "kill", "-9", old); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.WaitFor(ctx, "the kubelet to start again", 2*time.Minute, func() (bool, error) {
+		out, err := vm.Run(ctx, "cat", "/run/kubelet.pid")
+		return err == nil && strings.TrimSpace(out) != old, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The restarted kubelet's volume manager has reconstructed and
+	// re-published every mounted volume once its pods' volumes report
+	// mounted again: wait for its next status of each pod.
+	since := time.Now()
+	if err := k.WaitFor(ctx, "the kubelet's node status after its restart", 3*time.Minute, func() (bool, error) {
+		node := &corev1.Node{}
+		if err := k.Client.Get(ctx, client.ObjectKey{Name: Node}, node); err != nil {
+			return false, err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(since) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	checkSteady(t, pods) // a sync period or more after the restart
+	for _, p := range pods {
+		if n := mounts(t, p.claim); n != before[p.claim] {
+			t.Errorf("claim %s mounted %d times after the kubelet's restart, %d before", p.claim, n, before[p.claim])
+		}
+		if now := containerIDs(t, p.pod); now != ids[p.pod.Name] {
+			t.Errorf("pod %s's containers %s, before the restart %s", p.pod.Name, now, ids[p.pod.Name])
+		}
+	}
+}
+
+// nodePluginPod is thinlvm's pod on the real node.
+func nodePluginPod(t *testing.T) *corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := k.Client.List(context.Background(), pods, client.InNamespace(cluster.Namespace), client.MatchingFields{"spec.nodeName": Node}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 {
+		t.Fatalf("thinlvm's pods on %s: %v", Node, podPhases(pods.Items))
+	}
+	return &pods.Items[0]
+}
+
+// agentContainer is the thinlvm-node container's containerd ID and
+// restart count.
+func agentContainer(t *testing.T) (id string, restarts int32) {
+	t.Helper()
+	for _, cs := range nodePluginPod(t).Status.ContainerStatuses {
+		if cs.Name == "thinlvm-node" {
+			return strings.TrimPrefix(cs.ContainerID, "containerd://"), cs.RestartCount
+		}
+	}
+	t.Fatal("no thinlvm-node container")
+	return "", 0
+}
+
+// ctr runs containerd's ctr in the guest, in the kubelet's namespace.
+func ctr(t *testing.T, args ...string) {
+	t.Helper()
+	argv := append([]string{"/share/bin/ctr", "--address", "/run/containerd/containerd.sock", "-n", "k8s.io"}, args...)
+	if _, err := vm.Run(context.Background(), argv...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitAgentRestarted waits for the kubelet to run the node plugin again
+// after its container was killed, ready.
+func waitAgentRestarted(t *testing.T, restarts int32) {
+	t.Helper()
+	err := k.WaitFor(context.Background(), "the node plugin to run again", 3*time.Minute, func() (bool, error) {
+		for _, cs := range nodePluginPod(t).Status.ContainerStatuses {
+			if cs.Name == "thinlvm-node" {
+				return cs.RestartCount > restarts && cs.Ready, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNodePluginRestart: the node plugin's container is killed by the
+// runtime while pods use its volumes. Their mounts are unaffected; once it
+// is back a new pod mounts a new volume, and a volume in use grows online
+// (its device found again: TopoLVM issue 143).
+func TestNodePluginRestart(t *testing.T) {
+	ctx := context.Background()
+	pods := startSteady(t, "pr", 2)
+	before := map[string]int{}
+	for _, p := range pods {
+		before[p.claim] = mounts(t, p.claim)
+	}
+	id, restarts := agentContainer(t)
+	ctr(t, "task", "kill", "--signal", "SIGKILL", id)
+	waitAgentRestarted(t, restarts)
+	for _, p := range pods {
+		if n := mounts(t, p.claim); n != before[p.claim] {
+			t.Errorf("claim %s mounted %d times after the plugin's restart, %d before", p.claim, n, before[p.claim])
+		}
+	}
+	checkSteady(t, pods)
+	newClaim(t, "pr-new", cluster.FilesystemClass, "256Mi", false)
+	if out := runPod(t, "pr-new", false, "echo ok > /v0/f && cat /v0/f", "pr-new"); out != "ok" {
+		t.Errorf("a new volume after the plugin's restart: %q", out)
+	}
+	// Grow the Filesystem volume in use (pods[0]).
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := k.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: pods[0].claim}, claim); err != nil {
+		t.Fatal(err)
+	}
+	claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1Gi")
+	if err := k.Client.Update(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.WaitFor(ctx, "claim "+claim.Name+" to grow after the plugin's restart", 3*time.Minute, func() (bool, error) {
+		err := k.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim)
+		return err == nil && claim.Status.Capacity.Storage().Cmp(resource.MustParse("1Gi")) == 0 && len(claim.Status.Conditions) == 0, err
+	}); err != nil {
+		t.Errorf("%v: %+v", err, claim.Status)
+	}
+}
+
+// TestPodDeletedWhilePluginDown: a pod is deleted while the node plugin
+// does not answer (its container frozen). The kubelet cannot unmount and
+// keeps the pod; once the plugin answers again the mount is gone, the pod
+// too, the claim is deleted and its LV removed: nothing orphaned.
+func TestPodDeletedWhilePluginDown(t *testing.T) {
+	ctx := context.Background()
+	claim := newClaim(t, "down", cluster.FilesystemClass, "256Mi", false)
+	pod := startPod(t, workload("down", false, "echo x > /v0/f; sleep 100000", "down"))
+	if err := k.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+		t.Fatal(err)
+	}
+	lvName := claim.Spec.VolumeName
+	id, _ := agentContainer(t)
+	ctr(t, "task", "pause", id)
+	resumed := false
+	defer func() {
+		if !resumed {
+			ctr(t, "task", "resume", id)
+		}
+	}()
+	if err := k.Client.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(15 * time.Second) // the kubelet tries to unmount meanwhile; this test shows it waits for the plugin
+	if err := k.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatalf("pod gone while its volume could not be unmounted: %v", err)
+	}
+	if n := mounts(t, "down"); n == 0 {
+		t.Errorf("the volume was unmounted while the plugin was down")
+	}
+	ctr(t, "task", "resume", id)
+	resumed = true
+	if err := k.WaitGone(ctx, 4*time.Minute, pod); err != nil {
+		t.Fatal(err)
+	}
+	if n := mounts(t, "down"); n != 0 {
+		t.Errorf("claim down still mounted %d times after its pod is gone", n)
+	}
+	if err := k.Client.Delete(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	lv := &thinlvmv1.LogicalVolume{}
+	lv.Name = lvName
+	if err := k.WaitGone(ctx, 3*time.Minute, claim, lv); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := vm.Run(ctx, "lvm", "lvs", "--noheadings", "-o", "lv_name", "vg0"); err != nil || strings.Contains(out, lvName) {
+		t.Errorf("LV of %s still there (%v): %s", lvName, err, out)
+	}
+}
+
+// TestNodeReboot: the node is rebooted with its disks while pods run. Its
+// LVs are active again and their device nodes present; the kubelet starts
+// the pods again, and they read their data back.
+func TestNodeReboot(t *testing.T) {
+	ctx := context.Background()
+	pods := startSteady(t, "rb", 2)
+	ids := map[string]string{}
+	for _, p := range pods {
+		ids[p.pod.Name] = containerIDs(t, p.pod)
+	}
+	if err := vm.Reboot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.WaitNodeReady(ctx, Node, vm); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		claim := &corev1.PersistentVolumeClaim{}
+		if err := k.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: p.claim}, claim); err != nil {
+			t.Fatal(err)
+		}
+		out, err := vm.Run(ctx, "lvm", "lvs", "--noheadings", "-o", "lv_attr", "vg0/"+claim.Spec.VolumeName)
+		if err != nil || len(strings.TrimSpace(out)) < 5 || strings.TrimSpace(out)[4] != 'a' {
+			t.Errorf("LV of %s after the reboot: attr %q (%v), want active", p.claim, out, err)
+		}
+		if _, err := vm.Run(ctx, "test", "-b", "/dev/vg0/"+claim.Spec.VolumeName); err != nil {
+			t.Errorf("no device node for %s after the reboot: %v", p.claim, err)
+		}
+	}
+	for _, p := range pods {
+		err := k.WaitFor(ctx, "pod "+p.pod.Name+" to run again after the reboot", 6*time.Minute, func() (bool, error) {
+			return containerIDs(t, p.pod) != ids[p.pod.Name] && p.pod.Status.Phase == corev1.PodRunning, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkSteady(t, pods)
+}
