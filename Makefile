@@ -178,6 +178,10 @@ sanity: lvmvm-image ## The csi-sanity suite: controller on envtest, node service
 e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes and a real-LVM VM node.
 	$(GO) test -count=1 -timeout 45m -v -run 'Test' ./e2e/cluster/...
 
+.PHONY: test-node
+test-node: lvmvm-image ## The real node: the kubelet, containerd and runc in the VM drive thinlvm's node plugin (deploy/'s DaemonSet) on real lvm2.
+	$(GO) test -count=1 -timeout 40m -v ./e2e/node/
+
 .PHONY: migration
 migration: lvmvm-image ## Volumes that move: clones and restores between two real-LVM nodes (two VMs).
 	$(GO) test -count=1 -timeout 40m -v -run 'Test' ./e2e/migration/

@@ -36,6 +36,16 @@ mkdir -p /var/lib/kubelet /var/lib/containerd /var/log/pods /etc/cni/net.d /run/
 # mounts, as systemd makes them.
 mount --make-rshared /
 cp $N/cni.conflist /etc/cni/net.d/10-thinlvm-test.conflist
+# What leaves the node from a pod leaves with the node's address (the VM
+# network's gateway answers only that), as a CNI's masquerade does.
+nft -f - <<EOF || log "pod masquerade not set"
+table ip thinlvm-test-nat {
+  chain postrouting {
+    type nat hook postrouting priority srcnat;
+    ip saddr $(cat $N/pod-cidr) oifname "eth0" masquerade
+  }
+}
+EOF
 # LVs come back active after a reboot, as lvm2's boot activation does.
 lvm vgchange -ay >/dev/null 2>&1 || true
 # The node's provisioning (RealNodeOptions.Prepare): e.g. the VG, once.

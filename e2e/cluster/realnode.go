@@ -399,6 +399,7 @@ func (c *Cluster) nodeFiles(nodeName string, o RealNodeOptions, disks int, image
 		"node/kube-proxy.yaml":    []byte(kubeProxyConfig),
 		"node/containerd.toml":    []byte(containerdConfig),
 		"node/cni.conflist":       []byte(cniConfig),
+		"node/pod-cidr":           []byte(realNodePodCIDR),
 	}, nil
 }
 
