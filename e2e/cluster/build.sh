@@ -28,6 +28,12 @@ ETCD=$(modver "$ROOT/e2e/cluster/etcd" go.etcd.io/etcd/server/v3)
 WRAP=$(cat "$ROOT"/e2e/cluster/*/go.mod | sha256sum | cut -c1-12)
 BIN=$CACHE/k8s/bin-k8s$K8S-etcd$ETCD-$WRAP
 mkdir -p "$BIN"
+# One build at a time per directory: the suites of make test-vm's two lanes
+# start together and would each compile the same binaries at once (the
+# go build cache does not share a compile in flight). The second waits and
+# finds them built.
+exec 9>"$BIN/.lock"
+flock 9
 
 # Without -X the binaries report v0.0.0-master, which clients that parse the
 # server version (and kubectl's skew check) trip over.
