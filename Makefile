@@ -35,7 +35,7 @@ generate: ## Regenerate checked-in code (protobuf/gRPC).
 .PHONY: verify
 verify: generate verify-imports ## Check formatting, vet, the import boundaries, and that generated code is current.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet -race ./...   # -race: test-unit's build flags, so that the packages vet compiles are test-unit's too (a cold machine compiled them twice)
 	$(GO) mod tidy -diff
 	cd e2e/topolvm && $(GO) vet ./... && $(GO) mod tidy -diff   # the TopoLVM benchmark's own module compiles
 	cd e2e/cluster/addons && $(GO) mod tidy -diff   # the test cluster's add-ons' module
