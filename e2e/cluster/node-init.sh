@@ -23,6 +23,7 @@ mount -t cgroup2 cgroup2 /sys/fs/cgroup
 echo "+cpu +cpuset +memory +pids +io" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null ||
   echo "+cpu +memory +pids" > /sys/fs/cgroup/cgroup.subtree_control
 : > /etc/resolv.conf                  # no DNS: nothing here resolves names
+printf '127.0.0.1 localhost\n::1 localhost\n' > /etc/hosts   # containerd copies it into pods
 echo "$(cat $N/name)" > /etc/hostname
 hostname "$(cat $N/name)"
 [ -s /etc/machine-id ] || cat /proc/sys/kernel/random/uuid | tr -d - > /etc/machine-id

@@ -103,7 +103,8 @@ func (c *Cluster) StartRealNode(ctx context.Context, nodeName string, o RealNode
 		links["bin/"+b] = bins[b]
 	}
 	vm, err := lvmvm.Start(ctx, lvmvm.Options{Disks: append(append([]string{}, o.Disks...), "8G"), HostLoopback: true,
-		GuestPorts: append([]int{KubeletPort}, o.GuestPorts...), Log: c.log, Init: "/ctl/node/init.sh", Files: files, Links: links})
+		GuestPorts: append([]int{KubeletPort}, o.GuestPorts...), Log: c.log, Init: "/ctl/node/init.sh", Files: files, Links: links,
+		TmpfsRoot: true})
 	if err != nil {
 		return nil, fmt.Errorf("boot the VM of node %s: %w", nodeName, err)
 	}
@@ -116,9 +117,10 @@ func (c *Cluster) StartRealNode(ctx context.Context, nodeName string, o RealNode
 }
 
 // WaitNodeReady waits until the kubelet of node reports it Ready (after a
-// boot: up to 5 minutes under the emulated CPU).
+// boot: the images' import and the kubelet's start take minutes under the
+// emulated CPU, more beside other suites).
 func (c *Cluster) WaitNodeReady(ctx context.Context, nodeName string, vm *lvmvm.VM) error {
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		node := &corev1.Node{}
 		err := c.Client.Get(ctx, client.ObjectKey{Name: nodeName}, node)
@@ -130,7 +132,7 @@ func (c *Cluster) WaitNodeReady(ctx context.Context, nodeName string, vm *lvmvm.
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s not Ready after 5m (%v): %+v\n%s", nodeName, err, node.Status.Conditions, c.RealNodeLogs(vm))
+			return fmt.Errorf("node %s not Ready after 10m (%v): %+v\n%s", nodeName, err, node.Status.Conditions, c.RealNodeLogs(vm))
 		}
 		select {
 		case <-ctx.Done():
@@ -232,8 +234,11 @@ func (c *Cluster) nodeImages(ctx context.Context) (path, sum string, err error) 
 	return path, sum, os.WriteFile(path+".sum", []byte(sum), 0o644)
 }
 
-// thinlvmImages reads this machine's arch of each image in the OCI layout
-// at dir, named as deploy/kustomization.yaml names them.
+// nodeImages are thinlvm's images that a node runs (the DaemonSet's).
+var nodeImages = map[string]bool{"thinlvm-node": true, "thinlvm-lvmd": true}
+
+// thinlvmImages reads this machine's arch of each node image in the OCI
+// layout at dir, named as deploy/kustomization.yaml names them.
 func thinlvmImages(dir string) (map[string]v1.Image, error) {
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
@@ -246,8 +251,8 @@ func thinlvmImages(dir string) (map[string]v1.Image, error) {
 	out := map[string]v1.Image{}
 	for _, desc := range m.Manifests {
 		ref := desc.Annotations["org.opencontainers.image.ref.name"] // thinlvm-node:v0.1.0
-		if ref == "" {
-			continue
+		if !nodeImages[strings.SplitN(ref, ":", 2)[0]] {
+			continue // the controller's and the scheduler's run on the host
 		}
 		child, err := idx.ImageIndex(desc.Digest)
 		if err != nil {
@@ -460,8 +465,9 @@ nftables: {masqueradeAll: true}
 conntrack: {maxPerCore: 0}
 `
 
-// containerd 2 for the CRI: runc without pivot_root (the guest's root is
-// its initramfs, which pivot_root cannot leave), the local pause image.
+// containerd 2 for the CRI with runc (the guest runs from a tmpfs root,
+// lvmvm.Options.TmpfsRoot, so that runc's pivot_root works), the local
+// pause image.
 const containerdConfig = `version = 3
 root = "/var/lib/containerd"
 state = "/run/containerd"
@@ -482,7 +488,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       runtime_type = "io.containerd.runc.v2"
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         BinaryName = "/share/bin/runc"
-        NoPivotRoot = true
         SystemdCgroup = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["/opt/cni/bin"]

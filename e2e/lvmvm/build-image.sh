@@ -84,7 +84,8 @@ for l in $(find /usr/sbin -maxdepth 1 -type l \( -lname lvm -o -lname pdata_tool
 # container root filesystems, the pod network, services.
 NODE_MODS="overlay bridge br_netfilter veth nf_conntrack nf_nat nf_tables nft_ct nft_nat
   nft_chain_nat nft_masq nft_numgen nft_fib nft_fib_inet nft_fib_ipv4 nft_fib_ipv6
-  nft_reject nft_reject_inet nft_limit nft_hash nft_redir nf_reject_ipv4 nf_reject_ipv6"
+  nft_reject nft_reject_inet nft_reject_ipv4 nft_reject_ipv6 nft_limit nft_hash nft_redir
+  nf_reject_ipv4 nf_reject_ipv6"
 MODS="virtio_pci virtio_blk virtio_net 9pnet_virtio 9p crc32c-intel crc32c_generic
   dm-mod dm-bufio dm-bio-prison dm-persistent-data dm-thin-pool dm-snapshot dm-zero
   ext4 xfs loop $NODE_MODS"

@@ -4,6 +4,22 @@
 # mount the control share (/ctl) and the binaries share (/share), bring up
 # eth0, run /ctl/cmd, write its exit code to /ctl/rc and power off.
 export PATH=/usr/sbin:/usr/bin HOME=/root TERM=dumb
+# A real node's containers are started with pivot_root, which cannot leave
+# the initramfs (rootfs), and without it a container's root moved over / of
+# a shared mount tree lands on the node's own /. With lvmvm.tmpfsroot on the
+# kernel command line PID 1 first copies the root into a tmpfs and
+# switches to it (about 60 MB).
+if [ "$$" = 1 ] && [ ! -e /.tmpfsroot ]; then
+  mount -t proc proc /proc
+  if grep -q lvmvm.tmpfsroot /proc/cmdline; then
+    mkdir -p /newroot && mount -t tmpfs -o mode=755 tmpfs /newroot
+    for f in /*; do case $f in /newroot|/proc|/sys|/dev) ;; *) cp -a "$f" /newroot/ ;; esac; done
+    mkdir -p /newroot/proc /newroot/sys /newroot/dev && : > /newroot/.tmpfsroot
+    umount /proc
+    exec switch_root /newroot /init
+  fi
+  umount /proc
+fi
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev

@@ -57,6 +57,9 @@ type Options struct {
 	// Files are written into the control share (/ctl in the guest) before
 	// boot, by path relative to it.
 	Files map[string][]byte
+	// TmpfsRoot runs the guest from a tmpfs copy of its initramfs, whose
+	// root pivot_root can leave: a real node's container runtime needs it.
+	TmpfsRoot bool
 	// Links are host files put into the binaries share (/share in the
 	// guest), by path relative to it: hard links where the file system
 	// allows, copies elsewhere (9p does not follow links out of a share).
@@ -196,10 +199,14 @@ func Start(ctx context.Context, o Options) (vm *VM, err error) {
 		return vm, err
 	}
 
+	cmdline := "console=ttyS0 quiet panic=-1"
+	if o.TmpfsRoot {
+		cmdline += " lvmvm.tmpfsroot"
+	}
 	args := []string{"-machine", "q35", "-accel", "tcg", "-cpu", "max", "-m", strconv.Itoa(o.MemoryMB),
 		// One vCPU: on a 2-core host TCG runs lvm faster with one than two.
 		"-smp", "1", "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot",
-		"-kernel", kernel, "-initrd", initrd, "-append", "console=ttyS0 quiet panic=-1",
+		"-kernel", kernel, "-initrd", initrd, "-append", cmdline,
 		"-virtfs", "local,path=" + filepath.Join(dir, "ctl") + ",mount_tag=ctl,security_model=none,id=ctl",
 		"-virtfs", "local,path=" + filepath.Join(dir, "share") + ",mount_tag=share,security_model=none,id=share",
 	}
