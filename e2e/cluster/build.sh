@@ -82,8 +82,9 @@ done
 [ ${#k8s[@]} -eq 0 ] || build_group "$ROOT" "$(k8s_ldflags)" "${k8s[@]}"
 [ ${#addons[@]} -eq 0 ] || build_group "$ROOT/e2e/cluster/addons" "" "${addons[@]}"
 # runc's nsenter is C, run before the Go runtime starts: cgo, linked
-# statically so that the guest needs no library of the host's. No seccomp
-# tag: no libseccomp (pods here run Unconfined, the kubelet's default).
-[ ${#runc[@]} -eq 0 ] || CGO=1 TAGS="netgo osusergo" build_group "$ROOT/e2e/cluster/addons" "-extldflags=-static" "${runc[@]}"
+# statically (with Debian's libseccomp.a, libseccomp-dev: containerd gives
+# pod sandboxes the RuntimeDefault seccomp profile) so that the guest needs
+# no library of the host's.
+[ ${#runc[@]} -eq 0 ] || CGO=1 TAGS="seccomp netgo osusergo" build_group "$ROOT/e2e/cluster/addons" "-extldflags=-static" "${runc[@]}"
 [ ${#etcd[@]} -eq 0 ] || build_group "$ROOT/e2e/cluster/etcd" "" "${etcd[@]}"
 echo "$BIN"
