@@ -3,7 +3,6 @@ package golden
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
@@ -20,16 +19,21 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
-	"github.com/xi2/xz"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/node/golden/imagefile"
 )
 
 // errPermanent marks a failure that retrying the same download cannot fix
 // (a 4xx answer, a checksum mismatch, an image larger than its base).
 var errPermanent = errors.New("permanent")
+
+// permanent says whether retrying cannot fix err: errPermanent's failures
+// and the images imagefile refuses.
+func permanent(err error) bool {
+	return errors.Is(err, errPermanent) || errors.Is(err, imagefile.ErrRefused)
+}
 
 // progress counts a population's bytes; read while it runs.
 type progress struct {
@@ -124,7 +128,7 @@ func (d *download) Read(p []byte) (int, error) {
 				return n, nil // the error comes back on the next Read
 			}
 		}
-		if errors.Is(err, errPermanent) || d.ctx.Err() != nil {
+		if permanent(err) || d.ctx.Err() != nil {
 			return 0, err
 		}
 		if d.failures++; d.failures >= d.attempts {
@@ -143,71 +147,6 @@ func (d *download) Close() error {
 		return d.body.Close()
 	}
 	return nil
-}
-
-// zstdMaxWindow is the largest zstd window an image may use.
-const zstdMaxWindow = 256 << 20
-
-// xzMaxDict is the largest xz (LZMA2) dictionary an image may use: xz -9's,
-// the largest of xz's presets (the default, -6, uses 8 MiB). Each block
-// header chooses its dictionary, up to 4 GiB, and the decoder allocates it
-// whole: without the cap, a 60-byte image would make the agent allocate
-// 4 GiB.
-const xzMaxDict = 64 << 20
-
-// decompress returns a reader of r's bytes, decompressed when they start
-// with the magic of gzip, xz or zstd.
-func decompress(r io.Reader) (io.Reader, string, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	magic, err := br.Peek(6)
-	if err != nil && err != io.EOF {
-		return nil, "", err
-	}
-	switch {
-	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
-		zr, err := gzip.NewReader(br)
-		return zr, "gzip", err
-	case bytes.HasPrefix(magic, []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}):
-		// xz.ErrMemlimit refuses a dictionary past xzMaxDict before it is
-		// allocated: here when the first block header is already
-		// buffered, else in a Read.
-		zr, err := xz.NewReader(br, xzMaxDict)
-		if err != nil {
-			return nil, "", xzError(err)
-		}
-		return xzReader{zr}, "xz", nil
-	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		// A window past zstdMaxWindow is refused: the stream chooses it, and
-		// the decoder would allocate it (zstd's --long=27 is 128 MiB).
-		zr, err := zstd.NewReader(br, zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderConcurrency(1))
-		if err != nil {
-			return nil, "", err
-		}
-		return zr.IOReadCloser(), "zstd", nil
-	}
-	return br, "", nil
-}
-
-// xzError says what xz.ErrMemlimit means for an image: the operator must
-// recompress it. Other errors are returned as they are.
-func xzError(err error) error {
-	if errors.Is(err, xz.ErrMemlimit) {
-		return fmt.Errorf("image refused: its xz dictionary is larger than %d MiB, this node agent's cap (xz -9's): recompress it with a smaller one, such as xz -6's 8 MiB: %w", xzMaxDict>>20, err)
-	}
-	return err
-}
-
-// xzReader makes xz.ErrMemlimit in a Read, from a block header that comes
-// after decompress returned, a permanent failure: decompress's callers make
-// its own errors permanent, not those of its reader's Reads.
-type xzReader struct{ r *xz.Reader }
-
-func (x xzReader) Read(p []byte) (int, error) {
-	n, err := x.r.Read(p)
-	if errors.Is(err, xz.ErrMemlimit) {
-		return n, fmt.Errorf("%w: %w", errPermanent, xzError(err))
-	}
-	return n, err
 }
 
 // block is the unit of sparse writing: an all-zero block is skipped, since
@@ -384,14 +323,14 @@ const qcow2Magic = "QFI\xfb"
 // to device, skipping zero blocks, and syncs it. It refuses an image larger
 // than limit, and a qcow2 image: written raw it would be no disk.
 func writeRaw(src io.Reader, device string, limit int64) (int64, error) {
-	dec, _, err := decompress(src)
+	dec, _, err := imagefile.Decompress(src)
 	if err != nil {
 		return 0, fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
 	}
 	if c, ok := dec.(io.Closer); ok {
 		defer c.Close() // a zstd decoder's goroutines end only with Close
 	}
-	raw := bufio.NewReaderSize(dec, 1<<20) // decompress's own when not compressed
+	raw := bufio.NewReaderSize(dec, 1<<20) // Decompress's own when not compressed
 	magic, err := raw.Peek(len(qcow2Magic))
 	if err != nil && err != io.EOF {
 		return 0, fmt.Errorf("%w: read the image's header: %w", errPermanent, err)

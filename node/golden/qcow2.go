@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/node/golden/imagefile"
 )
 
 // Limits qemu-img runs under, as OpenStack runs it (prlimit, 1 GiB of
@@ -88,7 +88,7 @@ func (s *qcow2Scratch) remove() {
 // fill copies the image src, decompressing it if need be, into the scratch
 // file: at most what the qcow2 file of a base of limit bytes takes.
 func (s *qcow2Scratch) fill(src io.Reader, limit int64) error {
-	raw, _, err := decompress(src)
+	raw, _, err := imagefile.Decompress(src)
 	if err != nil {
 		return fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
 	}
@@ -119,8 +119,8 @@ func (s *qcow2Scratch) convert(ctx context.Context, device string, limit int64) 
 	if err != nil {
 		return 0, err
 	}
-	if err := info.check(thinlvmv1.FormatQCOW2); err != nil {
-		return 0, err
+	if err := info.Check(string(thinlvmv1.FormatQCOW2)); err != nil {
+		return 0, fmt.Errorf("%w: %w", errPermanent, err)
 	}
 	if info.VirtualSize > limit {
 		return 0, fmt.Errorf("%w: the image's virtual size %d is larger than the base (%d bytes)", errPermanent, info.VirtualSize, limit)
@@ -144,7 +144,7 @@ func convertArgs(path, device string) []string {
 }
 
 // info runs qemu-img info on the image at path, read as format.
-func (w *Writer) info(ctx context.Context, prlimit, path string, format thinlvmv1.ImageFormat) (*imageInfo, error) {
+func (w *Writer) info(ctx context.Context, prlimit, path string, format thinlvmv1.ImageFormat) (*imagefile.Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, qemuImgInfoTimeout)
 	defer cancel()
 	out, err := w.qemuImg(ctx, prlimit, []string{"--as=" + strconv.Itoa(qemuImgAddressSpace), "--cpu=" + strconv.Itoa(qemuImgInfoCPUSeconds)},
@@ -152,7 +152,7 @@ func (w *Writer) info(ctx context.Context, prlimit, path string, format thinlvmv
 	if err != nil {
 		return nil, fmt.Errorf("%w: image refused: qemu-img info cannot read it as %s: %w", errPermanent, format, err)
 	}
-	info, err := parseInfo(out)
+	info, err := imagefile.ParseInfo(out)
 	if err != nil {
 		return nil, fmt.Errorf("qemu-img info: %w", err)
 	}
@@ -168,46 +168,6 @@ func (w *Writer) qemuImg(ctx context.Context, prlimit string, limits []string, a
 		return nil, withStderr(err)
 	}
 	return out, nil
-}
-
-// imageInfo is what the checks read of qemu-img info --output=json.
-type imageInfo struct {
-	Format              thinlvmv1.ImageFormat `json:"format"`
-	VirtualSize         int64                 `json:"virtual-size"`
-	BackingFilename     string                `json:"backing-filename"`
-	FullBackingFilename string                `json:"full-backing-filename"`
-	FormatSpecific      struct {
-		Data struct {
-			DataFile string `json:"data-file"`
-			// DataFileRaw is there whenever the image has an external
-			// data file, named in the image or not.
-			DataFileRaw *bool `json:"data-file-raw"`
-		} `json:"data"`
-	} `json:"format-specific"`
-}
-
-func parseInfo(out []byte) (*imageInfo, error) {
-	info := &imageInfo{}
-	if err := json.Unmarshal(out, info); err != nil {
-		return nil, fmt.Errorf("parse: %w", err)
-	}
-	return info, nil
-}
-
-// check refuses an image that is not of format, or that would make
-// qemu-img read other files than itself: a backing file or an external
-// data file, which a crafted image points at the host's devices or files,
-// whose bytes would then land in the base.
-func (i *imageInfo) check(format thinlvmv1.ImageFormat) error {
-	switch data := i.FormatSpecific.Data; {
-	case i.Format != format:
-		return fmt.Errorf("%w: image refused: it is %q, not %s as the GoldenImage says", errPermanent, i.Format, format)
-	case i.BackingFilename != "" || i.FullBackingFilename != "":
-		return fmt.Errorf("%w: image refused: %s has a backing file %q", errPermanent, format, cmp.Or(i.FullBackingFilename, i.BackingFilename))
-	case data.DataFile != "" || data.DataFileRaw != nil:
-		return fmt.Errorf("%w: image refused: %s has an external data file %q", errPermanent, format, data.DataFile)
-	}
-	return nil
 }
 
 // boundedWriter writes at most left bytes to w: a Write that would go past

@@ -28,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/node/golden/imagefile"
 )
 
 // A registry source is an OCI image in KubeVirt's container-disk layout:
@@ -149,7 +150,7 @@ func (w *Writer) resolve(ctx context.Context, ref name.Digest, auth authn.Authen
 		case err == nil:
 			return p, nil
 		case !transient(err):
-			if errors.Is(err, errPermanent) {
+			if permanent(err) {
 				return nil, err
 			}
 			return nil, fmt.Errorf("%w: %w", errPermanent, err)
@@ -211,7 +212,7 @@ func (w *Writer) resolveOnce(ctx context.Context, ref name.Digest, auth authn.Au
 // trusted, a manifest that does not match its digest) fail the population
 // at once.
 func transient(err error) bool {
-	if errors.Is(err, errPermanent) {
+	if permanent(err) {
 		return false
 	}
 	var te *transport.Error
@@ -310,7 +311,7 @@ func (w *Writer) scanLayer(ctx context.Context, p *pull, l v1.Descriptor, tree *
 		return fmt.Errorf("%w: layer %s of %s: %w", errPermanent, l.Digest, p.ref, err)
 	}
 
-	dec, _, err := decompress(body)
+	dec, _, err := imagefile.Decompress(body)
 	if err != nil {
 		return broken(err)
 	}

@@ -3,15 +3,17 @@ package golden
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
 
 	ulikunitz "github.com/ulikunitz/xz"
+
+	"github.com/thinlvm/thinlvm/node/golden/imagefile"
 )
 
 // xzImage is an xz stream (the xz file format, 1.2.0) of one block that
@@ -51,9 +53,15 @@ func xzImage(props byte, data []byte) []byte {
 	return append(b, 'Y', 'Z')
 }
 
+func totalAlloc() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
+}
+
 // xzRefusalAlloc bounds what refusing an xz image may allocate: the
 // decoder's and writeRaw's buffers, far less than the dictionaries refused
-// (xzMaxDict is 64 MiB), so that allocating one fails the test.
+// (imagefile caps them at 64 MiB), so that allocating one fails the test.
 const xzRefusalAlloc = 16 << 20
 
 func TestXzDictionaryCap(t *testing.T) {
@@ -77,7 +85,7 @@ func TestXzDictionaryCap(t *testing.T) {
 			_, err := writeRaw(tt.img, dev, 1<<20)
 			alloc := totalAlloc() - before
 			t.Logf("writeRaw: %v; allocated %d KiB", err, alloc>>10)
-			if msg := "xz dictionary is larger than 64 MiB"; err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+			if msg := "xz dictionary is larger than 64 MiB"; err == nil || !strings.Contains(err.Error(), msg) || !permanent(err) {
 				t.Errorf("writeRaw = %v, want a permanent error that says %q", err, msg)
 			}
 			if alloc > xzRefusalAlloc {
@@ -119,9 +127,9 @@ func TestXzDecompress(t *testing.T) {
 		{name: "two streams", img: append(xzImage(12, []byte("one\n")), xzImage(20, []byte("two\n"))...), raw: []byte("one\ntwo\n")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r, kind, err := decompress(bytes.NewReader(tt.img))
+			r, kind, err := imagefile.Decompress(bytes.NewReader(tt.img))
 			if err != nil || kind != "xz" {
-				t.Fatalf("decompress = %q, %v; want xz", kind, err)
+				t.Fatalf("Decompress = %q, %v; want xz", kind, err)
 			}
 			got, err := io.ReadAll(r)
 			if err != nil {

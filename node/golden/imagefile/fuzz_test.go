@@ -1,4 +1,4 @@
-package golden
+package imagefile
 
 import (
 	"bytes"
@@ -12,11 +12,9 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
-
-	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
 
-// The magics decompress goes by, as the formats define them (RFC 1952; the
+// The magics Decompress goes by, as the formats define them (RFC 1952; the
 // xz file format, 2.1.1.1; RFC 8878, 3.1.1).
 var (
 	gzipMagic = []byte{0x1f, 0x8b}
@@ -67,8 +65,8 @@ func compressedSeeds(f *testing.F) [][]byte {
 }
 
 // FuzzImageHeader feeds the same bytes to the two checks an image's first
-// bytes meet: decompress's magic detection (as an image) and parseInfo with
-// check (as qemu-img info's JSON).
+// bytes meet: Decompress's magic detection (as an image) and ParseInfo with
+// Check (as qemu-img info's JSON).
 func FuzzImageHeader(f *testing.F) {
 	infos, err := filepath.Glob(filepath.Join("testdata", "info-*.json"))
 	if err != nil || len(infos) == 0 {
@@ -98,11 +96,11 @@ func FuzzImageHeader(f *testing.F) {
 
 func fuzzDecompress(t *testing.T, data []byte) {
 	before := totalAlloc()
-	r, kind, err := decompress(bytes.NewReader(data))
+	r, kind, err := Decompress(bytes.NewReader(data))
 	if err != nil {
 		// Only a stream that claims to be compressed can fail its header.
 		if !bytes.HasPrefix(data, gzipMagic) && !bytes.HasPrefix(data, xzMagic) && !bytes.HasPrefix(data, zstdMagic) {
-			t.Errorf("decompress of %d bytes without a compression magic: %v", len(data), err)
+			t.Errorf("Decompress of %d bytes without a compression magic: %v", len(data), err)
 		}
 		return
 	}
@@ -119,7 +117,7 @@ func fuzzDecompress(t *testing.T, data []byte) {
 		want = "zstd"
 	}
 	if kind != want {
-		t.Fatalf("decompress took %q for %q, want %q", kind, data[:min(len(data), 8)], want)
+		t.Fatalf("Decompress took %q for %q, want %q", kind, data[:min(len(data), 8)], want)
 	}
 	if kind != "" {
 		// Any outcome but a panic, a hang or a huge allocation will do:
@@ -137,31 +135,31 @@ func fuzzDecompress(t *testing.T, data []byte) {
 		t.Fatalf("read uncompressed image: %v", err)
 	}
 	if !bytes.Equal(got.Bytes(), data[:min(len(data), maxFuzzRead)]) {
-		t.Errorf("decompress changed an uncompressed image of %d bytes into %d bytes", len(data), got.Len())
+		t.Errorf("Decompress changed an uncompressed image of %d bytes into %d bytes", len(data), got.Len())
 	}
 }
 
 func fuzzInfoCheck(t *testing.T, data []byte) {
-	info, err := parseInfo(data)
+	info, err := ParseInfo(data)
 	if err != nil {
 		if info != nil {
-			t.Errorf("parseInfo returned info with error %v", err)
+			t.Errorf("ParseInfo returned info with error %v", err)
 		}
 		return
 	}
 	d := info.FormatSpecific.Data
 	external := info.BackingFilename != "" || info.FullBackingFilename != "" || d.DataFile != "" || d.DataFileRaw != nil
-	for _, format := range []thinlvmv1.ImageFormat{thinlvmv1.FormatRaw, thinlvmv1.FormatQCOW2} {
-		err := info.check(format)
+	for _, format := range []string{"raw", "qcow2"} {
+		err := info.Check(format)
 		switch {
 		case err == nil && info.Format != format:
-			t.Errorf("check(%s) accepted an image qemu-img reads as %q", format, info.Format)
+			t.Errorf("Check(%s) accepted an image qemu-img reads as %q", format, info.Format)
 		case err == nil && external:
-			t.Errorf("check(%s) accepted an image that names another file: %+v", format, *info)
+			t.Errorf("Check(%s) accepted an image that names another file: %+v", format, *info)
 		case err != nil && info.Format == format && !external:
-			t.Errorf("check(%s) refused a %s image that names no other file: %v", format, format, err)
-		case err != nil && !errors.Is(err, errPermanent):
-			t.Errorf("check(%s): %v is not permanent: the image would be fetched again", format, err)
+			t.Errorf("Check(%s) refused a %s image that names no other file: %v", format, format, err)
+		case err != nil && !errors.Is(err, ErrRefused):
+			t.Errorf("Check(%s): %v is not a refusal: the image would be fetched again", format, err)
 		}
 	}
 }
