@@ -190,6 +190,24 @@ func freePort() (int, error) {
 var k8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok",
 	"csi-provisioner", "csi-resizer", "csi-snapshotter", "snapshot-controller"}
 
+// buildK8s has build.sh build (cached) the named binaries and returns their
+// directory; build.sh's stderr goes to log, each binary it starts to build
+// to progress.
+func buildK8s(ctx context.Context, log io.Writer, progress func(Progress), names ...string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "e2e", "cluster", "build.sh"), names...)
+	cmd.Stderr = &buildLog{log: log, progress: progress}
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("build.sh %s: %w", strings.Join(names, " "), err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
+
 // Build builds (cached) the Kubernetes binaries and thinlvm's, returning
 // their directories. It tells progress (not nil) each binary it starts to
 // build; build.sh's output goes to log unchanged.
@@ -199,14 +217,10 @@ func Build(ctx context.Context, log io.Writer, progress func(Progress)) (k8sBin,
 		return "", "", err
 	}
 	progress(Progress{Step: "checking the cached Kubernetes binaries", Since: time.Now()})
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "e2e", "cluster", "build.sh"), k8sBinaries...)
-	cmd.Stderr = &buildLog{log: log, progress: progress}
-	out, err := cmd.Output()
+	k8sBin, err = buildK8s(ctx, log, progress, k8sBinaries...)
 	if err != nil {
-		return "", "", fmt.Errorf("build.sh: %w", err)
+		return "", "", err
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	k8sBin = lines[len(lines)-1]
 	bin, err = os.MkdirTemp("", "thinlvm-bin-")
 	if err != nil {
 		return "", "", err

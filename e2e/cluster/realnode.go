@@ -157,18 +157,10 @@ func (c *Cluster) RealNodeLogs(vm *lvmvm.VM) string {
 
 // nodeBins builds (cached) the node's programs.
 func (c *Cluster) nodeBins(ctx context.Context) (map[string]string, error) {
-	root, err := repoRoot()
+	dir, err := buildK8s(ctx, c.log, func(Progress) {}, nodeBinaries...)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "e2e", "cluster", "build.sh"), nodeBinaries...)
-	cmd.Stderr = c.log
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("build.sh %s: %w", strings.Join(nodeBinaries, " "), err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	dir := lines[len(lines)-1]
 	bins := map[string]string{}
 	for _, b := range nodeBinaries {
 		bins[b] = filepath.Join(dir, b)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -188,6 +189,34 @@ func newClaim(t *testing.T, name, class, size string, block bool) *corev1.Persis
 	}
 	t.Cleanup(func() { deleteClaim(t, claim) })
 	return claim
+}
+
+// growClaim asks for the claim to grow to size.
+func growClaim(t *testing.T, name, size string) {
+	t.Helper()
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := k.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, claim); err != nil {
+		t.Fatal(err)
+	}
+	claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(size)
+	if err := k.Client.Update(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitGrown waits for the claim to report size with no resize condition
+// left: the controller's and the node's expansion are both done.
+func waitGrown(t *testing.T, name, size string) {
+	t.Helper()
+	ctx := context.Background()
+	claim := &corev1.PersistentVolumeClaim{}
+	err := k.WaitFor(ctx, "claim "+name+" to report "+size, 3*time.Minute, func() (bool, error) {
+		err := k.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, claim)
+		return err == nil && claim.Status.Capacity.Storage().Cmp(resource.MustParse(size)) == 0 && len(claim.Status.Conditions) == 0, err
+	})
+	if err != nil {
+		t.Errorf("%v: %+v", err, claim.Status)
+	}
 }
 
 // mounts counts the node's mounts whose line in /proc/mounts names the

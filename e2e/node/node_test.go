@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -133,28 +132,15 @@ func TestBlockVolume(t *testing.T) {
 // TestOnlineExpansion: the claim grows while its pod runs; the kubelet's
 // NodeExpandVolume grows the filesystem, and the pod sees the new size.
 func TestOnlineExpansion(t *testing.T) {
-	ctx := context.Background()
 	claim := newClaim(t, "grow", cluster.FilesystemClass, "1Gi", false)
 	pod := startPod(t, workload("grow", false, "while :; do echo size=$(df -k /v0 | awk 'NR==2 {print $2}'); sleep 2; done", "grow"))
 	before := sizeKiB(t, lastLine(t, pod, "size=", func(string) bool { return true }))
-	if err := k.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
-		t.Fatal(err)
-	}
-	claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("3Gi")
-	if err := k.Client.Update(ctx, claim); err != nil {
-		t.Fatal(err)
-	}
+	growClaim(t, claim.Name, "3Gi")
 	after := sizeKiB(t, lastLine(t, pod, "size=", func(s string) bool { return sizeKiB(t, s) > before+(1<<20) }))
 	if after < 2900<<10 {
 		t.Errorf("the pod sees %d KiB after growing to 3Gi (was %d)", after, before)
 	}
-	err := k.WaitFor(ctx, "claim grow to report 3Gi", 3*time.Minute, func() (bool, error) {
-		err := k.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim)
-		return err == nil && claim.Status.Capacity.Storage().Cmp(resource.MustParse("3Gi")) == 0 && len(claim.Status.Conditions) == 0, err
-	})
-	if err != nil {
-		t.Errorf("%v: %+v", err, claim.Status)
-	}
+	waitGrown(t, claim.Name, "3Gi")
 }
 
 func sizeKiB(t *testing.T, s string) int64 {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
@@ -228,7 +227,6 @@ func waitAgentRestarted(t *testing.T, restarts int32) {
 // is back a new pod mounts a new volume, and a volume in use grows online
 // (its device found again: TopoLVM issue 143).
 func TestNodePluginRestart(t *testing.T) {
-	ctx := context.Background()
 	pods := startSteady(t, "pr", 2)
 	before := map[string]int{}
 	for _, p := range pods {
@@ -248,20 +246,8 @@ func TestNodePluginRestart(t *testing.T) {
 		t.Errorf("a new volume after the plugin's restart: %q", out)
 	}
 	// Grow the Filesystem volume in use (pods[0]).
-	claim := &corev1.PersistentVolumeClaim{}
-	if err := k.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: pods[0].claim}, claim); err != nil {
-		t.Fatal(err)
-	}
-	claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1Gi")
-	if err := k.Client.Update(ctx, claim); err != nil {
-		t.Fatal(err)
-	}
-	if err := k.WaitFor(ctx, "claim "+claim.Name+" to grow after the plugin's restart", 3*time.Minute, func() (bool, error) {
-		err := k.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim)
-		return err == nil && claim.Status.Capacity.Storage().Cmp(resource.MustParse("1Gi")) == 0 && len(claim.Status.Conditions) == 0, err
-	}); err != nil {
-		t.Errorf("%v: %+v", err, claim.Status)
-	}
+	growClaim(t, pods[0].claim, "1Gi")
+	waitGrown(t, pods[0].claim, "1Gi")
 }
 
 // TestPodDeletedWhilePluginDown: a pod is deleted while the node plugin
