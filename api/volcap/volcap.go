@@ -17,6 +17,24 @@ var Filesystems = []string{"ext4", "xfs"}
 // DefaultFilesystem is used when a Mount capability names none.
 const DefaultFilesystem = "ext4"
 
+// XFSMinBytes is the smallest xfs mkfs.xfs makes: xfsprogs 5.19 and later
+// refuse a smaller data volume ("Filesystem must be larger than 300MB").
+const XFSMinBytes = 300 << 20
+
+// MinBytes is the smallest volume that every capability of caps can be
+// formatted at: XFSMinBytes if one is an xfs mount, else 0. A volume
+// smaller than its file system's minimum would be made, and then fail
+// every mount.
+func MinBytes(caps []*csi.VolumeCapability) int64 {
+	var n int64
+	for _, c := range caps {
+		if c.GetMount().GetFsType() == "xfs" {
+			n = max(n, XFSMinBytes)
+		}
+	}
+	return n
+}
+
 // Check refuses, with InvalidArgument, a capability thinlvm cannot serve:
 // an access mode beyond one node (volumes are node-local), a file system
 // other than Filesystems, or no access type.

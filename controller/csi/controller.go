@@ -123,8 +123,9 @@ func checkParameters(params map[string]string, known ...string) error {
 	return status.Errorf(codes.InvalidArgument, "unknown parameters %q: the known ones are %q", unknown, known)
 }
 
-// size picks the volume size from a capacity range.
-func size(r *csi.CapacityRange) (int64, error) {
+// size picks the volume size from a capacity range, at least floor (the
+// smallest its file system can be made at, volcap.MinBytes).
+func size(r *csi.CapacityRange, floor int64) (int64, error) {
 	req, lim := r.GetRequiredBytes(), r.GetLimitBytes()
 	if req < 0 || lim < 0 {
 		return 0, status.Error(codes.InvalidArgument, "capacity_range bytes must not be negative")
@@ -142,6 +143,12 @@ func size(r *csi.CapacityRange) (int64, error) {
 	n = max(n, minSize)
 	if lim > 0 && n > lim {
 		return 0, status.Errorf(codes.OutOfRange, "the smallest volume (%d bytes) is over limit_bytes %d", n, lim)
+	}
+	if n < floor {
+		if lim > 0 && floor > lim {
+			return 0, status.Errorf(codes.OutOfRange, "xfs needs at least %d bytes (mkfs.xfs refuses smaller), over limit_bytes %d", floor, lim)
+		}
+		n = floor
 	}
 	return n, nil
 }
@@ -316,7 +323,7 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 	if req.GetParameters()[thinlvmv1.GoldenImageParameter] != "" && req.GetParameters()[thinlvmv1.GoldenImageChannelParameter] != "" {
 		return nil, status.Errorf(codes.InvalidArgument, "StorageClass parameters %s and %s exclude each other", thinlvmv1.GoldenImageParameter, thinlvmv1.GoldenImageChannelParameter)
 	}
-	want, err := size(req.GetCapacityRange())
+	want, err := size(req.GetCapacityRange(), volcap.MinBytes(req.GetVolumeCapabilities()))
 	if err != nil {
 		return nil, err
 	}
@@ -566,7 +573,7 @@ func (s *ControllerServer) ControllerExpandVolume(ctx context.Context, req *csi.
 	if req.GetCapacityRange() == nil {
 		return nil, status.Error(codes.InvalidArgument, "capacity_range is required")
 	}
-	want, err := size(req.GetCapacityRange())
+	want, err := size(req.GetCapacityRange(), 0)
 	if err != nil {
 		return nil, err
 	}

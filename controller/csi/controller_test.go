@@ -174,6 +174,50 @@ func TestCreateIsIdempotentAndChecksSize(t *testing.T) {
 	}
 }
 
+// An xfs volume is at least 300 MiB, what mkfs.xfs makes (a 256Mi claim
+// on xfs failed every mount on a real node): a smaller request gets 300 MiB,
+// a limit under it OutOfRange with nothing made. ext4 keeps the request.
+func TestXFSMinimum(t *testing.T) {
+	ctx := context.Background()
+	mount := func(fs string) []*csispec.VolumeCapability {
+		return []*csispec.VolumeCapability{{AccessType: &csispec.VolumeCapability_Mount{Mount: &csispec.VolumeCapability_MountVolume{FsType: fs}},
+			AccessMode: &csispec.VolumeCapability_AccessMode{Mode: csispec.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}}
+	}
+	for _, tt := range []struct {
+		name, fs      string
+		required, lim int64
+		want          int64
+		code          codes.Code
+	}{
+		{"xfs under its minimum", "xfs", 256 << 20, 0, 300 << 20, codes.OK},
+		{"xfs under its minimum, limit allows it", "xfs", 256 << 20, 1 << 30, 300 << 20, codes.OK},
+		{"xfs over its minimum", "xfs", 512 << 20, 0, 512 << 20, codes.OK},
+		{"xfs with a limit under its minimum", "xfs", 256 << 20, 256 << 20, 0, codes.OutOfRange},
+		{"ext4 small", "ext4", 256 << 20, 0, 256 << 20, codes.OK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			name := "pvc-xfsmin-" + strings.NewReplacer(" ", "-", ",", "").Replace(tt.name)
+			resp, err := srv.CreateVolume(ctx, &csispec.CreateVolumeRequest{Name: name, VolumeCapabilities: mount(tt.fs),
+				CapacityRange: &csispec.CapacityRange{RequiredBytes: tt.required, LimitBytes: tt.lim}, AccessibilityRequirements: top("n1")})
+			if status.Code(err) != tt.code {
+				t.Fatalf("code %v (%v), want %v", status.Code(err), err, tt.code)
+			}
+			if err != nil {
+				if !strings.Contains(err.Error(), "xfs needs at least") {
+					t.Errorf("error %q does not say why", err)
+				}
+				if err := k8s.Get(ctx, types.NamespacedName{Name: name}, &thinlvmv1.LogicalVolume{}); !apierrors.IsNotFound(err) {
+					t.Errorf("a LogicalVolume %s was left behind (get: %v)", name, err)
+				}
+				return
+			}
+			if got := resp.GetVolume().GetCapacityBytes(); got != tt.want {
+				t.Errorf("capacity %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
 // lvmd's refusal comes back with its code (through the node agent's
 // condition reason), and the LogicalVolume goes, so that the provisioner
 // can try elsewhere.
