@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +108,18 @@ func containerIDs(t *testing.T, pod *corev1.Pod) string {
 		ids = append(ids, fmt.Sprintf("%s:%d", cs.ContainerID, cs.RestartCount))
 	}
 	return strings.Join(ids, ",")
+}
+
+// kubeletLogHas tells whether a line of the kubelet's log holds every one
+// of parts.
+func kubeletLogHas(parts ...string) bool {
+	data, _ := os.ReadFile(filepath.Join(vm.ShareDir(), "log", "kubelet.log"))
+	for _, l := range strings.Split(string(data), "\n") {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // guestPID is the PID of a node service (node-init.sh's /run/NAME.pid).
@@ -273,12 +288,19 @@ func TestPodDeletedWhilePluginDown(t *testing.T) {
 	if err := k.Client.Delete(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(15 * time.Second) // the kubelet tries to unmount meanwhile; this test shows it waits for the plugin
+	// The kubelet's volume manager starts the unmount (NodeUnpublishVolume
+	// to the frozen plugin, which it waits on for up to 2 minutes).
+	uid := string(pod.UID)
+	if err := k.WaitFor(ctx, "the kubelet to start unmounting the pod's volume", 2*time.Minute, func() (bool, error) {
+		return kubeletLogHas("operationExecutor.UnmountVolume started", uid), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if err := k.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 		t.Fatalf("pod gone while its volume could not be unmounted: %v", err)
 	}
-	if n := mounts(t, "down"); n == 0 {
-		t.Errorf("the volume was unmounted while the plugin was down")
+	if n := mounts(t, "down"); n == 0 || kubeletLogHas("UnmountVolume.TearDown succeeded", uid) {
+		t.Errorf("the volume was unmounted while the plugin was down (%d mounts left)", n)
 	}
 	ctr(t, "task", "resume", id)
 	resumed = true
