@@ -348,8 +348,11 @@ func (s *storm) waitBound(v *vol, timeout time.Duration) error {
 		if err := tb.Client.Get(ctx, types.NamespacedName{Name: c.Spec.VolumeName}, pv); err != nil {
 			return false, nil //nolint:nilerr
 		}
+		// The volume's size is what was made, which can be more than the
+		// claim asked for (an xfs volume is at least 300 MiB): a restore
+		// of its snapshot or a clone must ask for at least that much.
 		s.mu.Lock()
-		v.pv, v.node = pv.Name, pvNode(pv)
+		v.pv, v.node, v.size = pv.Name, pvNode(pv), pv.Spec.Capacity.Storage().DeepCopy()
 		s.mu.Unlock()
 		return true, nil
 	})
