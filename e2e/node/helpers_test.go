@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,18 +206,31 @@ func growClaim(t *testing.T, name, size string) {
 }
 
 // waitGrown waits for the claim to report size with no resize condition
-// left: the controller's and the node's expansion are both done.
+// or resize status left: the controller's and the node's expansion are
+// both done. (Other conditions stay: Unused, PodUsingPVC, while a pod
+// uses the claim.)
 func waitGrown(t *testing.T, name, size string) {
 	t.Helper()
 	ctx := context.Background()
 	claim := &corev1.PersistentVolumeClaim{}
 	err := k.WaitFor(ctx, "claim "+name+" to report "+size, 3*time.Minute, func() (bool, error) {
 		err := k.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, claim)
-		return err == nil && claim.Status.Capacity.Storage().Cmp(resource.MustParse(size)) == 0 && len(claim.Status.Conditions) == 0, err
+		if err != nil || claim.Status.Capacity.Storage().Cmp(resource.MustParse(size)) != 0 || len(claim.Status.AllocatedResourceStatuses) > 0 {
+			return false, err
+		}
+		return !slices.ContainsFunc(claim.Status.Conditions, func(c corev1.PersistentVolumeClaimCondition) bool {
+			return resizeConditions[c.Type]
+		}), nil
 	})
 	if err != nil {
 		t.Errorf("%v: %+v", err, claim.Status)
 	}
+}
+
+// resizeConditions are a claim's conditions while it grows or failed to.
+var resizeConditions = map[corev1.PersistentVolumeClaimConditionType]bool{
+	corev1.PersistentVolumeClaimResizing: true, corev1.PersistentVolumeClaimFileSystemResizePending: true,
+	corev1.PersistentVolumeClaimControllerResizeError: true, corev1.PersistentVolumeClaimNodeResizeError: true,
 }
 
 // mounts counts the node's mounts whose line in /proc/mounts names the

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 )
 
 // The disruptive tests, in this order and after the others: the kubelet,
-// the node plugin and the whole node go away under running pods.
+// the node plugin and the whole node go away under running pods. (The
+// suite's tests run one at a time: run together, on the guest's one
+// emulated CPU, they were slower and a 32 MiB read took over 3 minutes.)
 
 // A steady pod writes 8 MiB once and then prints the checksum of what its
 // volume holds every 2 s: "sum=<sha256>".
@@ -44,31 +47,73 @@ type steadyPod struct {
 	sum   string
 }
 
-// startSteady starts n steady pods, block every other one, each on its
-// own claim.
-func startSteady(t *testing.T, prefix string, n int) []*steadyPod {
+// steadyPods is how many steady pods the disruptive tests share: five,
+// Filesystem and Block (every other one), each on its own claim.
+const steadyPods = 5
+
+var (
+	steadyMu  sync.Mutex
+	steadySet []*steadyPod
+)
+
+// sharedSteady returns the disruptive tests' steady pods, started by the
+// first test that asks (and deleted after the last test, by
+// deleteSteady): each test disrupts the node under the same pods, as a
+// node's life does, instead of starting and deleting its own (under TCG
+// a pod takes about a minute to start and half a minute to go).
+func sharedSteady(t *testing.T) []*steadyPod {
 	t.Helper()
+	steadyMu.Lock()
+	defer steadyMu.Unlock()
+	if steadySet != nil {
+		return steadySet
+	}
 	var out []*steadyPod
-	for i := range n {
+	for i := range steadyPods {
 		block := i%2 == 1
-		name := fmt.Sprintf("%s-%d", prefix, i)
+		name := fmt.Sprintf("steady-%d", i)
 		class := cluster.FilesystemClass
 		if block {
 			class = cluster.BlockClass
 		}
-		newClaim(t, name, class, "512Mi", block)
 		p := &steadyPod{pod: steady(name, block, name), claim: name}
-		if err := k.Client.Create(context.Background(), p.pod); err != nil {
-			t.Fatal(err)
+		for _, o := range []client.Object{cluster.Claim(name, class, "512Mi", block), p.pod} {
+			if err := k.Client.Create(context.Background(), o); err != nil {
+				t.Fatal(err)
+			}
 		}
-		t.Cleanup(func() { deletePod(t, p.pod) })
 		out = append(out, p)
 	}
 	for _, p := range out {
 		waitRunning(t, p.pod)
 		p.sum = lastLine(t, p.pod, "sum=", func(s string) bool { return len(s) == 64 })
 	}
+	steadySet = out
 	return out
+}
+
+// deleteSteady deletes the steady pods, then their claims, each group at
+// once, and waits until they are gone.
+func deleteSteady(ctx context.Context) error {
+	if steadySet == nil {
+		return nil
+	}
+	var pods, claims []client.Object
+	for _, p := range steadySet {
+		pods = append(pods, p.pod)
+		claims = append(claims, cluster.Claim(p.claim, "", "1Gi", false))
+	}
+	for _, objs := range [][]client.Object{pods, claims} {
+		for _, o := range objs {
+			if err := client.IgnoreNotFound(k.Client.Delete(ctx, o)); err != nil {
+				return err
+			}
+		}
+		if err := k.WaitGone(ctx, 5*time.Minute, objs...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkSteady: each pod prints the checksum it printed first, again.
@@ -139,7 +184,7 @@ func guestPID(t *testing.T, service string) string {
 // the data is intact.
 func TestKubeletRestart(t *testing.T) {
 	ctx := context.Background()
-	pods := startSteady(t, "kr", 5)
+	pods := sharedSteady(t)
 	before := map[string]int{}
 	ids := map[string]string{}
 	for _, p := range pods {
@@ -242,7 +287,7 @@ func waitAgentRestarted(t *testing.T, restarts int32) {
 // is back a new pod mounts a new volume, and a volume in use grows online
 // (its device found again: TopoLVM issue 143).
 func TestNodePluginRestart(t *testing.T) {
-	pods := startSteady(t, "pr", 2)
+	pods := sharedSteady(t)
 	before := map[string]int{}
 	for _, p := range pods {
 		before[p.claim] = mounts(t, p.claim)
@@ -328,7 +373,7 @@ func TestPodDeletedWhilePluginDown(t *testing.T) {
 // the pods again, and they read their data back.
 func TestNodeReboot(t *testing.T) {
 	ctx := context.Background()
-	pods := startSteady(t, "rb", 2)
+	pods := sharedSteady(t)
 	ids := map[string]string{}
 	for _, p := range pods {
 		ids[p.pod.Name] = containerIDs(t, p.pod)
