@@ -72,12 +72,6 @@ func run(m *testing.M) int {
 	}
 	fmt.Fprintf(os.Stderr, "node: test bed ready in %.1fs\n", time.Since(t0).Seconds())
 	code := m.Run()
-	end, cancelEnd := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancelEnd()
-	if err := deleteSteady(end); err != nil {
-		fmt.Fprintln(os.Stderr, "delete the steady pods:", err)
-		code = 1
-	}
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, k.RealNodeLogs(vm))
 	}

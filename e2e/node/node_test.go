@@ -65,10 +65,10 @@ func TestJoined(t *testing.T) {
 	}
 }
 
-// TestFilesystemVolume: on xfs and ext4, a pod writes, is deleted, and the
-// next pods on the node read the same bytes; the pod's fsGroup owns the
-// volume's root; a subPath is a directory of the volume; a readOnly claim
-// refuses writes.
+// TestFilesystemVolume: on xfs and ext4 (one claim each, both in each
+// pod), a pod writes, is deleted, and the next pods on the node read the
+// same bytes; the pod's fsGroup owns the volumes' roots; a subPath is a
+// directory of the volume; a readOnly claim refuses writes.
 func TestFilesystemVolume(t *testing.T) {
 	ctx := context.Background()
 	ext4 := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "thinlvm-ext4"}, Provisioner: thinlvmv1.DriverName,
@@ -77,42 +77,57 @@ func TestFilesystemVolume(t *testing.T) {
 	if err := cluster.IgnoreAlreadyExists(k.Client.Create(ctx, ext4)); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ fs, class string }{{"xfs", cluster.FilesystemClass}, {"ext4", ext4.Name}} {
-		t.Run(tc.fs, func(t *testing.T) {
-			name := "fs-" + tc.fs
-			newClaim(t, name, tc.class, "1Gi", false)
-			writer := workload(name+"-writer", false, "dd if=/dev/urandom of=/v0/data bs=1M count=8 2>/dev/null && "+
-				"mkdir -p /v0/sub && echo in-sub > /v0/sub/f && sync && sha256sum /v0/data | cut -c1-64 && "+
-				"stat -c %g /v0 && awk '$2 == \"/v0\" {print $3}' /proc/mounts", name)
-			writer.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To(int64(4321))}
-			out, err := tryPod(t, writer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f := strings.Fields(out)
-			if len(f) != 3 || f[1] != "4321" || f[2] != tc.fs {
-				t.Fatalf("writer printed %q: want the data's sha256, the volume root's group 4321 (fsGroup), %s", out, tc.fs)
-			}
-			// A subPath is a directory of the volume: the pod sees sub/ as
-			// its mount, and writes there.
-			sub := workload(name+"-subpath", false, "cat /v0/f && echo from-subpath > /v0/g", name)
-			sub.Spec.Containers[0].VolumeMounts[0].SubPath = "sub"
-			if out, err := tryPod(t, sub); err != nil || out != "in-sub" {
-				t.Errorf("subPath sub: %q (%v)", out, err)
-			}
-			// The next pod, with the claim readOnly, reads the writer's bytes
-			// and the subPath pod's file, and cannot write.
-			ro := workload(name+"-ro", false, "sha256sum /v0/data | cut -c1-64 && cat /v0/sub/g && "+
-				"if touch /v0/x; then echo WROTE; fi", name)
-			ro.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly = true
-			out, err = tryPod(t, ro)
-			lines := strings.Split(out, "\n")
-			if err != nil || len(lines) < 3 || lines[0] != f[0] || lines[1] != "from-subpath" ||
-				strings.Contains(out, "WROTE") || !strings.Contains(out, "Read-only file system") {
-				t.Errorf("the next pod (readOnly) printed %q (%v): want the data's sha256 %s, what the subPath pod wrote, "+
-					"and the write refused", out, err, f[0])
-			}
-		})
+	// /v0 is xfs, /v1 ext4.
+	fs := []string{"xfs", "ext4"}
+	newClaim(t, "fs-xfs", cluster.FilesystemClass, "1Gi", false)
+	newClaim(t, "fs-ext4", ext4.Name, "1Gi", false)
+	claims := []string{"fs-xfs", "fs-ext4"}
+	writer := workload("fs-writer", false, "for d in /v0 /v1; do dd if=/dev/urandom of=$d/data bs=1M count=8 2>/dev/null && "+
+		"mkdir -p $d/sub && echo in-sub > $d/sub/f && sync && echo $(sha256sum $d/data | cut -c1-64) $(stat -c %g $d) "+
+		"$(awk -v d=$d '$2 == d {print $3}' /proc/mounts) || exit 1; done", claims...)
+	writer.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To(int64(4321))}
+	out, err := tryPod(t, writer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sums []string
+	for i, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if i > 1 || len(f) != 3 || f[1] != "4321" || f[2] != fs[i] {
+			t.Fatalf("writer printed %q: want per volume the data's sha256, the volume root's group 4321 (fsGroup), xfs then ext4", out)
+		}
+		sums = append(sums, f[0])
+	}
+	if len(sums) != 2 {
+		t.Fatalf("writer printed %q: want a line per volume", out)
+	}
+	// A subPath is a directory of the volume: the pod sees sub/ as its
+	// mount, and writes there.
+	sub := workload("fs-subpath", false, "cat /v0/f /v1/f && echo from-subpath > /v0/g && echo from-subpath > /v1/g", claims...)
+	for i := range sub.Spec.Containers[0].VolumeMounts {
+		sub.Spec.Containers[0].VolumeMounts[i].SubPath = "sub"
+	}
+	if out, err := tryPod(t, sub); err != nil || out != "in-sub\nin-sub" {
+		t.Errorf("subPath sub: %q (%v)", out, err)
+	}
+	// The next pod, with the claims readOnly, reads the writer's bytes and
+	// the subPath pod's files, and cannot write.
+	ro := workload("fs-ro", false, "for d in /v0 /v1; do sha256sum $d/data | cut -c1-64 && cat $d/sub/g && "+
+		"if touch $d/x; then echo WROTE; fi; done", claims...)
+	for i := range ro.Spec.Volumes {
+		ro.Spec.Volumes[i].PersistentVolumeClaim.ReadOnly = true
+	}
+	out, err = tryPod(t, ro)
+	want := []string{sums[0], "from-subpath", sums[1], "from-subpath"}
+	var got []string
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.Contains(l, "Read-only file system") {
+			got = append(got, l)
+		}
+	}
+	if err != nil || !slices.Equal(got, want) || strings.Count(out, "Read-only file system") != 2 {
+		t.Errorf("the next pod (readOnly) printed %q (%v): want per volume the data's sha256 (%v), what the subPath pod wrote, "+
+			"and the write refused", out, err, sums)
 	}
 }
 

@@ -57,10 +57,10 @@ var (
 )
 
 // sharedSteady returns the disruptive tests' steady pods, started by the
-// first test that asks (and deleted after the last test, by
-// deleteSteady): each test disrupts the node under the same pods, as a
-// node's life does, instead of starting and deleting its own (under TCG
-// a pod takes about a minute to start and half a minute to go).
+// first test that asks and left until the test bed ends: each test
+// disrupts the node under the same pods, as a node's life does, instead
+// of starting and deleting its own (under TCG a pod takes about a minute
+// to start and half a minute to go).
 func sharedSteady(t *testing.T) []*steadyPod {
 	t.Helper()
 	steadyMu.Lock()
@@ -90,30 +90,6 @@ func sharedSteady(t *testing.T) []*steadyPod {
 	}
 	steadySet = out
 	return out
-}
-
-// deleteSteady deletes the steady pods, then their claims, each group at
-// once, and waits until they are gone.
-func deleteSteady(ctx context.Context) error {
-	if steadySet == nil {
-		return nil
-	}
-	var pods, claims []client.Object
-	for _, p := range steadySet {
-		pods = append(pods, p.pod)
-		claims = append(claims, cluster.Claim(p.claim, "", "1Gi", false))
-	}
-	for _, objs := range [][]client.Object{pods, claims} {
-		for _, o := range objs {
-			if err := client.IgnoreNotFound(k.Client.Delete(ctx, o)); err != nil {
-				return err
-			}
-		}
-		if err := k.WaitGone(ctx, 5*time.Minute, objs...); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // checkSteady: each pod prints the checksum it printed first, again.
