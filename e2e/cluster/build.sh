@@ -28,6 +28,13 @@ ETCD=$(modver "$ROOT/e2e/cluster/etcd" go.etcd.io/etcd/server/v3)
 WRAP=$(cat "$ROOT"/e2e/cluster/*/go.mod | sha256sum | cut -c1-12)
 BIN=$CACHE/k8s/bin-k8s$K8S-etcd$ETCD-$WRAP
 mkdir -p "$BIN"
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver)
+[ "${targets[*]}" != all ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
+  kwok csi-provisioner csi-resizer csi-snapshotter snapshot-controller containerd containerd-shim-runc-v2 ctr runc)
+# Every binary asked for built already (each is moved into place whole):
+# no need to wait for the lock while the other lane builds others.
+have=1; for t in "${targets[@]}"; do [ -x "$BIN/$t" ] || have=0; done
+if [ $have = 1 ]; then echo "$BIN"; exit 0; fi
 # One build at a time per directory: the suites of make test-vm's two lanes
 # start together and would each compile the same binaries at once (the
 # go build cache does not share a compile in flight). The second waits and
@@ -62,9 +69,6 @@ build_group() { # dir ldflags name=package...
   echo "build: $(IFS=+; echo "${missing[*]}") in $((SECONDS - t))s" >&2
 }
 
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver)
-[ "${targets[*]}" != all ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
-  kwok csi-provisioner csi-resizer csi-snapshotter snapshot-controller containerd containerd-shim-runc-v2 ctr runc)
 etcd=() k8s=() addons=() runc=()
 for t in "${targets[@]}"; do
   case $t in
