@@ -65,7 +65,7 @@ func waitRunning(t *testing.T, pod *corev1.Pod) {
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("%v; status %+v; events %s", err, pod.Status, events(pod))
+		t.Fatalf("%v; status %+v; events %s%s", err, pod.Status, events(pod), guestState())
 	}
 }
 
@@ -114,7 +114,7 @@ func tryPod(t *testing.T, pod *corev1.Pod) (string, error) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("%v; status %+v; events %s", err, pod.Status, events(pod))
+		t.Fatalf("%v; status %+v; events %s%s", err, pod.Status, events(pod), guestState())
 	}
 	return out, failed
 }
@@ -154,7 +154,7 @@ func lastLine(t *testing.T, pod *corev1.Pod, prefix string, cond func(string) bo
 		return got != "" && cond(got), nil
 	})
 	if err != nil {
-		t.Fatalf("%v; last %q", err, got)
+		t.Fatalf("%v; last %q%s", err, got, guestState())
 	}
 	return got
 }
@@ -286,6 +286,37 @@ func events(pod *corev1.Pod) string {
 		}
 	}
 	return b.String()
+}
+
+// guestScript prints, for a failure message, what the node is doing: every
+// process with its state and what it waits in, the kernel stack of each
+// one in uninterruptible sleep (D), the device-mapper tables' state, the
+// LVs and the kernel's last messages. A pod that never ends is then
+// explained by the CI log alone.
+const guestScript = `for p in /proc/[0-9]*; do
+  st=$(sed -n 's/^State:[[:space:]]*//p' $p/status 2>/dev/null) || continue
+  echo "${p#/proc/} [$st] $(cat $p/wchan 2>/dev/null) $(tr '\0' ' ' < $p/cmdline 2>/dev/null | cut -c1-160)"
+  case "$st" in D*) cat $p/stack 2>/dev/null | sed 's/^/    /';; esac
+done
+echo "== containerd's tasks"; timeout 20 ctr --address /run/containerd/containerd.sock -n k8s.io task ls 2>&1
+echo "== dmsetup info"; dmsetup info -c 2>&1
+echo "== dmsetup status"; dmsetup status 2>&1
+echo "== lvs"; lvm lvs -a -o lv_name,lv_attr,lv_size,data_percent,metadata_percent 2>&1
+echo "== mounts"; grep -c . /proc/self/mountinfo
+echo "== free"; free -m 2>&1
+echo "== dmesg"; dmesg 2>&1 | tail -60
+`
+
+// guestState is guestScript's output, or why it could not be had (the
+// guest may not answer).
+func guestState() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, err := vm.Run(ctx, "sh", "-c", guestScript)
+	if err != nil {
+		return fmt.Sprintf("\n=== the node's state: %v\n%s", err, out)
+	}
+	return "\n=== the node's state\n" + out
 }
 
 func podPhases(pods []corev1.Pod) []string {

@@ -63,6 +63,14 @@ func TestJoined(t *testing.T) {
 			t.Errorf("container %s of %s not ready: %+v", cs.Name, pods.Items[0].Name, cs.State)
 		}
 	}
+	// What a failing test prints of the node: its processes, containerd's
+	// tasks and the thin pool.
+	state := guestState()
+	for _, want := range []string{"kubelet --config=", "RUNNING", "thin-pool", "pool0"} {
+		if !strings.Contains(state, want) {
+			t.Errorf("the node's state for failure messages lacks %q:%s", want, state)
+		}
+	}
 }
 
 // TestFilesystemVolume: on xfs and ext4 (one claim each, both in each

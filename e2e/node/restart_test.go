@@ -107,7 +107,7 @@ func checkSteady(t *testing.T, pods []*steadyPod) {
 			return len(got) == 64, nil
 		})
 		if err != nil {
-			t.Fatal(err)
+			t.Fatal(err, guestState())
 		}
 		if got != p.sum {
 			t.Errorf("pod %s reads %s, wrote %s", p.pod.Name, got, p.sum)
