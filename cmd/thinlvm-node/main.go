@@ -185,9 +185,10 @@ func run(o options) error {
 	}
 	// The liveness probe's checks (the livenessprobe sidecar's job): the
 	// CSI service answers Probe as ready, that is lvmd answers; and the
-	// kubelet did not refuse the registration.
+	// kubelet did not refuse the registration. lvmd gets 4 s to answer,
+	// within the probe's timeoutSeconds (5, deploy/node/daemonset.yaml).
 	if err := mgr.AddHealthzCheck("csi", func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(req.Context(), 4*time.Second)
 		defer cancel()
 		if resp, err := identity.Probe(ctx, &csispec.ProbeRequest{}); err != nil || !resp.GetReady().GetValue() {
 			return fmt.Errorf("CSI Probe: not ready (lvmd does not answer)")
