@@ -289,22 +289,25 @@ func events(pod *corev1.Pod) string {
 }
 
 // guestScript prints, for a failure message, what the node is doing: every
-// process with its state and what it waits in, the kernel stack of each
-// one in uninterruptible sleep (D), the device-mapper tables' state, the
-// LVs and the kernel's last messages. A pod that never ends is then
-// explained by the CI log alone.
+// process (not kernel threads) with its state and what it waits in, the
+// kernel stack of each task in uninterruptible sleep (D), containerd's
+// tasks, the device-mapper tables' state, the LVs and the kernel's last
+// messages. A pod that never ends is then explained by the CI log alone.
 const guestScript = `for p in /proc/[0-9]*; do
   st=$(sed -n 's/^State:[[:space:]]*//p' $p/status 2>/dev/null) || continue
-  echo "${p#/proc/} [$st] $(cat $p/wchan 2>/dev/null) $(tr '\0' ' ' < $p/cmdline 2>/dev/null | cut -c1-160)"
-  case "$st" in D*) cat $p/stack 2>/dev/null | sed 's/^/    /';; esac
+  cmd=$(tr '\0\n' '  ' < $p/cmdline 2>/dev/null | cut -c1-160)
+  case "$st" in
+    D*) echo "${p#/proc/} [$st] $(cat $p/wchan) $cmd"; sed 's/^/    /' $p/stack 2>/dev/null;;
+    *) [ -z "$cmd" ] || echo "${p#/proc/} [$st] $(cat $p/wchan 2>/dev/null) $cmd";;
+  esac
 done
-echo "== containerd's tasks"; timeout 20 ctr --address /run/containerd/containerd.sock -n k8s.io task ls 2>&1
+echo "== containerd's tasks"; timeout 20 /share/bin/ctr --address /run/containerd/containerd.sock -n k8s.io task ls 2>&1
 echo "== dmsetup info"; dmsetup info -c 2>&1
 echo "== dmsetup status"; dmsetup status 2>&1
 echo "== lvs"; lvm lvs -a -o lv_name,lv_attr,lv_size,data_percent,metadata_percent 2>&1
 echo "== mounts"; grep -c . /proc/self/mountinfo
 echo "== free"; free -m 2>&1
-echo "== dmesg"; dmesg 2>&1 | tail -60
+echo "== dmesg"; dmesg 2>&1 | tail -30
 `
 
 // guestState is guestScript's output, or why it could not be had (the
