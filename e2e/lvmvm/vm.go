@@ -40,6 +40,10 @@ type Options struct {
 	GuestPorts []int
 	// MemoryMB is the guest memory; default 2048.
 	MemoryMB int
+	// CPUs is the guest's vCPUs; default one (on a 2-core host TCG runs
+	// lvm faster with one than two). A real node's many processes (the
+	// kubelet, containerd and its shims, the node plugin) want two.
+	CPUs int
 	// Packages are extra main packages of this module to build statically
 	// into /share/bin; thinlvm-lvmd, thinlvm-node and the guest agent
 	// always are.
@@ -204,8 +208,7 @@ func Start(ctx context.Context, o Options) (vm *VM, err error) {
 		cmdline += " lvmvm.tmpfsroot"
 	}
 	args := []string{"-machine", "q35", "-accel", "tcg", "-cpu", "max", "-m", strconv.Itoa(o.MemoryMB),
-		// One vCPU: on a 2-core host TCG runs lvm faster with one than two.
-		"-smp", "1", "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot",
+		"-smp", strconv.Itoa(max(o.CPUs, 1)), "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot",
 		"-kernel", kernel, "-initrd", initrd, "-append", cmdline,
 		"-virtfs", "local,path=" + filepath.Join(dir, "ctl") + ",mount_tag=ctl,security_model=none,id=ctl",
 		"-virtfs", "local,path=" + filepath.Join(dir, "share") + ",mount_tag=share,security_model=none,id=share",

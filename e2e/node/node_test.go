@@ -155,18 +155,20 @@ func TestBlockVolume(t *testing.T) {
 	}
 }
 
-// TestOnlineExpansion: the claim grows while its pod runs; the kubelet's
-// NodeExpandVolume grows the filesystem, and the pod sees the new size.
+// TestOnlineExpansion: a claim grows while its pod runs (the first
+// steady pod's, xfs); the kubelet's NodeExpandVolume grows the file
+// system, and the pod sees the new size.
 func TestOnlineExpansion(t *testing.T) {
-	claim := newClaim(t, "grow", cluster.FilesystemClass, "1Gi", false)
-	pod := startPod(t, workload("grow", false, "while :; do echo size=$(df -P -k /v0 | awk 'NR==2 {print $2}'); sleep 2; done", "grow"))
-	before := sizeKiB(t, lastLine(t, pod, "size=", func(string) bool { return true }))
-	growClaim(t, claim.Name, "3Gi")
-	after := sizeKiB(t, lastLine(t, pod, "size=", func(s string) bool { return sizeKiB(t, s) > before+(1<<20) }))
-	if after < 2900<<10 {
-		t.Errorf("the pod sees %d KiB after growing to 3Gi (was %d)", after, before)
+	p := sharedSteady(t)[0]
+	df := func(s string) int64 { return sizeKiB(t, strings.Fields(s)[1]) }
+	twoFields := func(s string) bool { return len(strings.Fields(s)) == 2 }
+	before := df(lastLine(t, p.pod, "df=", twoFields))
+	growClaim(t, p.claim, "1Gi")
+	after := df(lastLine(t, p.pod, "df=", func(s string) bool { return twoFields(s) && df(s) > before+(256<<10) }))
+	if after < 900<<10 {
+		t.Errorf("the pod sees %d KiB after growing to 1Gi (was %d)", after, before)
 	}
-	waitGrown(t, claim.Name, "3Gi")
+	waitGrown(t, p.claim, "1Gi")
 }
 
 func sizeKiB(t *testing.T, s string) int64 {
@@ -180,31 +182,26 @@ func sizeKiB(t *testing.T, s string) int64 {
 
 // TestVolumeStats: the kubelet's kubelet_volume_stats_* of a claim come
 // from NodeGetVolumeStats and follow what the pod wrote: they equal what
-// df in the pod reports of the same file system once its writes are
-// synced.
+// df in the pod reports of the same file system (the first steady pod's,
+// 4 MiB written and synced).
 func TestVolumeStats(t *testing.T) {
-	newClaim(t, "stats", cluster.FilesystemClass, "1Gi", false)
-	pod := startPod(t, workload("stats", false, "dd if=/dev/urandom of=/v0/data bs=1M count=48 2>/dev/null && sync && "+
-		"while :; do echo df=$(df -P -k /v0 | awk 'NR==2 {print $3, $2}'); sleep 2; done", "stats"))
-	df := strings.Fields(lastLine(t, pod, "df=", func(s string) bool { return len(strings.Fields(s)) == 2 }))
-	dfUsed, dfSize := float64(sizeKiB(t, df[0])<<10), float64(sizeKiB(t, df[1])<<10)
-	if dfUsed < 48<<20 {
-		t.Fatalf("df in the pod: %v bytes used after writing 48 MiB", dfUsed)
-	}
-	var used, capacity float64
-	err := k.WaitFor(context.Background(), "the kubelet's stats of claim stats", 3*time.Minute, func() (bool, error) {
+	p := sharedSteady(t)[0]
+	var used, capacity, dfUsed, dfSize float64
+	// The kubelet refreshes its volume stats every 30 s here
+	// (volumeStatsAggPeriod): wait until they and df agree (the pod
+	// prints df every 10 s).
+	err := k.WaitFor(context.Background(), "the kubelet's stats of claim "+p.claim+" to match df in the pod", 4*time.Minute, func() (bool, error) {
+		df := strings.Fields(lastLine(t, p.pod, "df=", func(s string) bool { return len(strings.Fields(s)) == 2 }))
+		dfUsed, dfSize = float64(sizeKiB(t, df[0])<<10), float64(sizeKiB(t, df[1])<<10)
 		m := kubeletMetrics(t)
-		used = metric(m, "kubelet_volume_stats_used_bytes", "stats")
-		capacity = metric(m, "kubelet_volume_stats_capacity_bytes", "stats")
-		return used >= 48<<20, nil
+		used = metric(m, "kubelet_volume_stats_used_bytes", p.claim)
+		capacity = metric(m, "kubelet_volume_stats_capacity_bytes", p.claim)
+		// Within 1 MiB: the file system's own writes (its log) between df
+		// and the kubelet's last NodeGetVolumeStats.
+		return used >= 4<<20 && math.Abs(used-dfUsed) <= 1<<20 && capacity == dfSize, nil
 	})
 	if err != nil {
-		t.Fatalf("%v: used %v", err, used)
-	}
-	// Within 1 MiB: the file system's own writes (its log) between df and
-	// the kubelet's last NodeGetVolumeStats.
-	if math.Abs(used-dfUsed) > 1<<20 || capacity != dfSize {
-		t.Errorf("kubelet_volume_stats: used %v bytes, capacity %v; df in the pod: used %v, size %v", used, capacity, dfUsed, dfSize)
+		t.Errorf("%v: kubelet_volume_stats: used %v bytes, capacity %v; df in the pod: used %v, size %v", err, used, capacity, dfUsed, dfSize)
 	}
 }
 
@@ -221,17 +218,12 @@ func metric(text, name, claim string) float64 {
 }
 
 // TestReadWriteOncePod: a second pod for a ReadWriteOncePod claim in use
-// is refused by the scheduler and never mounted.
+// (the first steady pod's) is refused by the scheduler and never mounted.
 func TestReadWriteOncePod(t *testing.T) {
 	ctx := context.Background()
-	claim := cluster.Claim("rwop", cluster.FilesystemClass, "1Gi", false)
-	claim.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}
-	if err := k.Client.Create(ctx, claim); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { deleteClaim(t, claim) })
-	startPod(t, workload("rwop-1", false, "sleep 100000", "rwop"))
-	second := workload("rwop-2", false, "sleep 100000", "rwop")
+	p := sharedSteady(t)[0]
+	before := mounts(t, p.claim)
+	second := workload("rwop-2", false, "sleep 100000", p.claim)
 	if err := k.Client.Create(ctx, second); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +242,7 @@ func TestReadWriteOncePod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Spec.NodeName != "" || mounts(t, "rwop") != 1 {
-		t.Errorf("rwop-2 placed on %q; the volume is mounted %d times, want once", second.Spec.NodeName, mounts(t, "rwop"))
+	if n := mounts(t, p.claim); second.Spec.NodeName != "" || n != before {
+		t.Errorf("rwop-2 placed on %q; the volume is mounted %d times, %d before", second.Spec.NodeName, n, before)
 	}
 }

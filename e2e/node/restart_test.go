@@ -19,25 +19,30 @@ import (
 
 // The disruptive tests, in this order and after the others: the kubelet,
 // the node plugin and the whole node go away under running pods. (The
-// suite's tests run one at a time: run together on the guest's one
-// emulated CPU they were slower, and one pod's 32 MiB read never ended; a
-// pod hung once in a serial run too, docs/conformance.md.)
+// suite's tests run one at a time, docs/conformance.md.)
 
-// A steady pod writes 8 MiB once and then prints the checksum of what its
-// volume holds every 2 s: "sum=<sha256>".
+// A steady pod writes 4 MiB once and then prints the checksum of what its
+// volume holds every 10 s: "sum=<sha256>"; a Filesystem one also prints
+// what df reports of its volume: "df=<used KiB> <size KiB>". (Five pods
+// hashing 8 MiB every 2 s kept the node's emulated CPU busy, and starved
+// containerd's handling of other containers' exits, docs/conformance.md.)
 func steady(name string, block bool, claim string) *corev1.Pod {
 	target, read := "/v0/data", "cat /v0/data"
 	if block {
-		target, read = "/dev/v0", "dd if=/dev/v0 bs=1M count=8 2>/dev/null"
+		target, read = "/dev/v0", "dd if=/dev/v0 bs=1M count=4 2>/dev/null"
 	}
-	script := fmt.Sprintf("if [ ! -e /v0/.written ]; then dd if=/dev/urandom of=%s bs=1M count=8 conv=fsync 2>/dev/null; fi; ", target)
+	script := fmt.Sprintf("if [ ! -e /v0/.written ]; then dd if=/dev/urandom of=%s bs=1M count=4 conv=fsync 2>/dev/null; fi; ", target)
 	if block {
-		script = fmt.Sprintf("dd if=/dev/v0 bs=1 count=7 2>/dev/null | grep -q written || { dd if=/dev/urandom of=/tmp/p bs=1M count=8 2>/dev/null; "+
+		script = fmt.Sprintf("dd if=/dev/v0 bs=1 count=7 2>/dev/null | grep -q written || { dd if=/dev/urandom of=/tmp/p bs=1M count=4 2>/dev/null; "+
 			"printf written | dd of=/tmp/p conv=notrunc 2>/dev/null; dd if=/tmp/p of=%s bs=1M conv=fsync 2>/dev/null; }; ", target)
 	} else {
 		script += "touch /v0/.written; sync; "
 	}
-	script += "while :; do echo sum=$(" + read + " | sha256sum | cut -c1-64); sleep 2; done"
+	df := ""
+	if !block {
+		df = "; echo df=$(df -P -k /v0 | awk 'NR==2 {print $3, $2}')"
+	}
+	script += "while :; do echo sum=$(" + read + " | sha256sum | cut -c1-64)" + df + "; sleep 10; done"
 	return workload(name, block, script, claim)
 }
 
@@ -47,24 +52,32 @@ type steadyPod struct {
 	sum   string
 }
 
-// steadyPods is how many steady pods the disruptive tests share: five,
-// Filesystem and Block (every other one), each on its own claim.
+// steadyPods is how many steady pods the tests share: five, Filesystem
+// and Block (every other one), each on its own claim; the first claim is
+// ReadWriteOncePod.
 const steadyPods = 5
 
-// steadySet is the steady pods once started (the tests run one at a
-// time).
-var steadySet []*steadyPod
+// steadySet is the steady pods once started; steadyFailed tells that
+// their start failed (the tests run one at a time).
+var (
+	steadySet    []*steadyPod
+	steadyFailed bool
+)
 
-// sharedSteady returns the disruptive tests' steady pods, started by the
-// first test that asks and left until the test bed ends: each test
-// disrupts the node under the same pods, as a node's life does, instead
-// of starting and deleting its own (under TCG a pod takes about a minute
+// sharedSteady returns the steady pods, started by the first test that
+// asks and left until the test bed ends: the tests grow, measure and
+// disrupt the node under the same pods, as a node's life does, instead of
+// starting and deleting their own (under TCG a pod takes about a minute
 // to start and half a minute to go).
 func sharedSteady(t *testing.T) []*steadyPod {
 	t.Helper()
+	if steadyFailed {
+		t.Fatal("the steady pods did not start (see the first test that asked for them)")
+	}
 	if steadySet != nil {
 		return steadySet
 	}
+	steadyFailed = true // until they all print their checksums
 	var out []*steadyPod
 	for i := range steadyPods {
 		block := i%2 == 1
@@ -74,7 +87,11 @@ func sharedSteady(t *testing.T) []*steadyPod {
 			class = cluster.BlockClass
 		}
 		p := &steadyPod{pod: steady(name, block, name), claim: name}
-		for _, o := range []client.Object{cluster.Claim(name, class, "512Mi", block), p.pod} {
+		claim := cluster.Claim(name, class, "512Mi", block)
+		if i == 0 {
+			claim.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}
+		}
+		for _, o := range []client.Object{claim, p.pod} {
 			if err := k.Client.Create(context.Background(), o); err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +102,7 @@ func sharedSteady(t *testing.T) []*steadyPod {
 		waitRunning(t, p.pod)
 		p.sum = lastLine(t, p.pod, "sum=", func(s string) bool { return len(s) == 64 })
 	}
-	steadySet = out
+	steadySet, steadyFailed = out, false
 	return out
 }
 
@@ -216,16 +233,17 @@ func nodePluginPod(t *testing.T) *corev1.Pod {
 	return &pods.Items[0]
 }
 
-// agentContainer is the thinlvm-node container's containerd ID and
-// restart count.
-func agentContainer(t *testing.T) (id string, restarts int32) {
+// pluginContainer is the containerd ID and restart count of a container
+// of thinlvm's pod on the node: thinlvm-node (the agent and CSI node
+// plugin) or lvmd.
+func pluginContainer(t *testing.T, name string) (id string, restarts int32) {
 	t.Helper()
 	for _, cs := range nodePluginPod(t).Status.ContainerStatuses {
-		if cs.Name == "thinlvm-node" {
+		if cs.Name == name {
 			return strings.TrimPrefix(cs.ContainerID, "containerd://"), cs.RestartCount
 		}
 	}
-	t.Fatal("no thinlvm-node container")
+	t.Fatalf("no %s container", name)
 	return "", 0
 }
 
@@ -238,13 +256,13 @@ func ctr(t *testing.T, args ...string) {
 	}
 }
 
-// waitAgentRestarted waits for the kubelet to run the node plugin again
-// after its container was killed, ready.
-func waitAgentRestarted(t *testing.T, restarts int32) {
+// waitRestarted waits for the kubelet to run a container of thinlvm's
+// pod again after it was killed, ready.
+func waitRestarted(t *testing.T, name string, restarts int32) {
 	t.Helper()
-	err := k.WaitFor(context.Background(), "the node plugin to run again", 3*time.Minute, func() (bool, error) {
+	err := k.WaitFor(context.Background(), "the kubelet to run "+name+" again", 3*time.Minute, func() (bool, error) {
 		for _, cs := range nodePluginPod(t).Status.ContainerStatuses {
-			if cs.Name == "thinlvm-node" {
+			if cs.Name == name {
 				return cs.RestartCount > restarts && cs.Ready, nil
 			}
 		}
@@ -255,19 +273,26 @@ func waitAgentRestarted(t *testing.T, restarts int32) {
 	}
 }
 
-// TestNodePluginRestart: the node plugin's container is killed by the
-// runtime while pods use its volumes. Their mounts are unaffected; once it
-// is back a new pod mounts a new volume, and a volume in use grows online
-// (its device found again: TopoLVM issue 143).
+// TestNodePluginRestart: the node plugin's container and lvmd's are
+// killed by the runtime while pods use their volumes. The mounts are
+// unaffected; once the kubelet has run both again, a new claim is made
+// and a new pod mounts it, and a volume in use grows online (its device
+// found again: TopoLVM issue 143).
 func TestNodePluginRestart(t *testing.T) {
 	pods := sharedSteady(t)
 	before := map[string]int{}
 	for _, p := range pods {
 		before[p.claim] = mounts(t, p.claim)
 	}
-	id, restarts := agentContainer(t)
-	ctr(t, "task", "kill", "--signal", "SIGKILL", id)
-	waitAgentRestarted(t, restarts)
+	restarts := map[string]int32{}
+	for _, name := range []string{"thinlvm-node", "lvmd"} {
+		var id string
+		id, restarts[name] = pluginContainer(t, name)
+		ctr(t, "task", "kill", "--signal", "SIGKILL", id)
+	}
+	for name, n := range restarts {
+		waitRestarted(t, name, n)
+	}
 	for _, p := range pods {
 		if n := mounts(t, p.claim); n != before[p.claim] {
 			t.Errorf("claim %s mounted %d times after the plugin's restart, %d before", p.claim, n, before[p.claim])
@@ -278,9 +303,10 @@ func TestNodePluginRestart(t *testing.T) {
 	if out := runPod(t, "pr-new", false, "echo ok > /v0/f && cat /v0/f", "pr-new"); out != "ok" {
 		t.Errorf("a new volume after the plugin's restart: %q", out)
 	}
-	// Grow the Filesystem volume in use (pods[0]).
-	growClaim(t, pods[0].claim, "1Gi")
-	waitGrown(t, pods[0].claim, "1Gi")
+	// Grow the Filesystem volume in use (pods[0]) once more (TestOnlineExpansion
+	// grew it to 1Gi).
+	growClaim(t, pods[0].claim, "2Gi")
+	waitGrown(t, pods[0].claim, "2Gi")
 }
 
 // TestPodDeletedWhilePluginDown: a pod is deleted while the node plugin
@@ -295,7 +321,7 @@ func TestPodDeletedWhilePluginDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	lvName := claim.Spec.VolumeName
-	id, _ := agentContainer(t)
+	id, _ := pluginContainer(t, "thinlvm-node")
 	ctr(t, "task", "pause", id)
 	resumed := false
 	defer func() {
@@ -308,16 +334,18 @@ func TestPodDeletedWhilePluginDown(t *testing.T) {
 	}
 	// The kubelet's volume manager starts the unmount (NodeUnpublishVolume
 	// to the frozen plugin, which it waits on for up to 2 minutes).
-	uid := string(pod.UID)
+	// (The pod's other volume, its projected token, goes at once: the
+	// kubelet's lines are matched by the claim's volume too.)
+	uid, volume := string(pod.UID), "thinlvm.io^"+lvName
 	if err := k.WaitFor(ctx, "the kubelet to start unmounting the pod's volume", 2*time.Minute, func() (bool, error) {
-		return kubeletLogHas("operationExecutor.UnmountVolume started", uid), nil
+		return kubeletLogHas("operationExecutor.UnmountVolume started", uid, volume), nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := k.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 		t.Fatalf("pod gone while its volume could not be unmounted: %v", err)
 	}
-	if n := mounts(t, "down"); n == 0 || kubeletLogHas("UnmountVolume.TearDown succeeded", uid) {
+	if n := mounts(t, "down"); n == 0 || kubeletLogHas("UnmountVolume.TearDown succeeded", uid, volume) {
 		t.Errorf("the volume was unmounted while the plugin was down (%d mounts left)", n)
 	}
 	ctr(t, "task", "resume", id)
