@@ -64,7 +64,7 @@ build: ## Build the binaries into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: test-unit test-fuzz test-images test-monitoring test-vm ## Run all tests: unit and envtest, short fuzzing, images, alerts, then the suites that boot VMs (real-LVM, csi-sanity, end-to-end, volumes that move, golden images, faults).
+test: test-unit test-fuzz test-images test-monitoring test-vm ## Run all tests: unit and envtest, short fuzzing, images, alerts, then the suites that boot VMs (real-LVM, csi-sanity, end-to-end, the real node, volumes that move, golden images, faults).
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
@@ -162,12 +162,13 @@ test-lvm-exec: lvmvm-image
 # one after the other, every line prefixed with its lane. Alone, each
 # suite leaves about 40% of the two cores idle (waiting on the API server,
 # the kubelet's stand-in, the guests' timers); two at once fill them. The
-# lanes are balanced by the suites' minutes in e2e/README.md. The real
-# node's suite (make test-node) is not in them yet: see e2e/README.md.
-VM_LANE_1 := e2e test-lvm-shell golden-images
-VM_LANE_2 := migration test-lvm-exec sanity chaos
+# lanes are balanced by the suites' minutes in e2e/README.md; the real
+# node's suite goes with e2e, since on a fresh machine it first builds the
+# kubelet, containerd and runc.
+VM_LANE_1 := e2e test-node
+VM_LANE_2 := migration test-lvm-exec sanity chaos test-lvm-shell golden-images
 .PHONY: test-vm vm-lane-1 vm-lane-2
-test-vm: lvmvm-image host-images ## The suites that boot VMs: real-LVM (both runners), csi-sanity, end-to-end, volumes that move, golden images, faults, in two lanes at once.
+test-vm: lvmvm-image host-images ## The suites that boot VMs: real-LVM (both runners), csi-sanity, end-to-end, the real node, volumes that move, golden images, faults, in two lanes at once.
 	@THINLVM_E2E_IMAGES=$(BIN)/images $(MAKE) --no-print-directory -j2 vm-lane-1 vm-lane-2
 vm-lane-1 vm-lane-2: vm-lane-%:
 	@set -o pipefail; for t in $(VM_LANE_$*); do $(MAKE) --no-print-directory $$t || exit; done 2>&1 | sed -u 's/^/[lane $*] /'
@@ -182,7 +183,7 @@ e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes an
 	$(GO) test -count=1 -timeout 45m -v -run 'Test' ./e2e/cluster/...
 
 .PHONY: test-node
-test-node: lvmvm-image ## The real node: the kubelet, containerd and runc in the VM drive thinlvm's node plugin (deploy/'s DaemonSet) on real lvm2.
+test-node: lvmvm-image ## The real node: the kubelet, containerd and runc in the VM run deploy/'s DaemonSet and the tests' pods, and drive thinlvm's node plugin on real lvm2.
 	$(GO) test -count=1 -timeout 40m -v ./e2e/node/
 
 .PHONY: migration
@@ -214,5 +215,5 @@ bench: lvmvm-image ## Benchmarks (and every arch's images, checked): lvmd on rea
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 10m -run '^$$' -bench . -benchtime 2000x ./controller/csi/
 
 .PHONY: demo
-demo: lvmvm-image ## A local cluster and a real-LVM VM node, thinlvm installed from deploy/, VM disks from a golden image.
+demo: lvmvm-image ## A local cluster and a real node (kubelet, containerd) on real lvm2 in a VM, thinlvm installed from deploy/, VM disks from a golden image read by pods.
 	$(GO) run ./e2e/demo

@@ -1,10 +1,12 @@
 // Command demo is thinlvm's main job on one machine: it starts a local
-// control plane and the real-LVM VM as a node, installs thinlvm from deploy/
-// as a user would (kubectl apply -k, every component with its own
-// ServiceAccount's token), makes a GoldenImage from an image it builds,
+// control plane, installs thinlvm from deploy/ as a user would (kubectl
+// apply -k, every component with its own ServiceAccount's token), boots
+// the real-LVM VM as a real node (its kubelet, containerd and runc run
+// thinlvm's node DaemonSet), makes a GoldenImage from an image it builds,
 // provisions ten VM disks (Block) and two Filesystem volumes with pods, and
-// prints where each landed, how long it took, the thin pool's use, and the
-// same disk made by a full copy. `make demo` runs it; Ctrl-C cleans up.
+// prints where each landed, how long it took, what the real node's pods
+// read back, the thin pool's use, and the same disk made by a full copy.
+// `make demo` runs it; Ctrl-C cleans up.
 package main
 
 import (
@@ -48,7 +50,18 @@ const (
 	imageSize  = 1 << 30 // the golden image: a 1 GiB ext4 disk
 	imageData  = 256 << 20
 	goldenName = "demo-ubuntu"
+	// headMiB is how much of its disk a VM disk's pod reads back and
+	// checks against the image: the ext4 superblock, group descriptors,
+	// inode tables and the first files' blocks.
+	headMiB = 16
 )
+
+// prepare makes the node's VG and thin pool on its disk at its first
+// boot, as a node's provisioning would before the kubelet starts.
+const prepare = `lvm vgs vg0 >/dev/null 2>&1 || {
+  lvm pvcreate --yes /dev/vda && lvm vgcreate vg0 /dev/vda &&
+  lvm lvcreate --yes --type thin-pool --size 40G --poolmetadatasize 256M --name pool0 vg0; }
+`
 
 // fakeNodes run lvmd on the simulated lvm: they show the scheduler's choice
 // (capacity vs golden-base locality); their volumes are not real.
@@ -136,11 +149,15 @@ type claim struct {
 	name, mode, class string
 	created, bound    time.Time
 	node, lv, origin  string
+	// pod is the claim's pod; read is what it printed of its volume (on
+	// the real node).
+	pod  *corev1.Pod
+	read string
 }
 
 func run(ctx context.Context) (err error) {
 	begin := time.Now()
-	fmt.Println("thinlvm demo: a local control plane, thinlvm installed from deploy/, one node on real lvm2 in a VM")
+	fmt.Println("thinlvm demo: a local control plane, thinlvm installed from deploy/, a real node on real lvm2 in a VM")
 	fmt.Println()
 	var k *cluster.Cluster
 	var vm *lvmvm.VM
@@ -170,24 +187,19 @@ func run(ctx context.Context) (err error) {
 	}); err != nil {
 		return err
 	}
-	if err := step("boot the VM: Debian kernel, lvm2, a 64 GiB sparse disk", func() (string, error) {
-		vm, err = lvmvm.Start(ctx, lvmvm.Options{Disks: []string{"64G"}, HostLoopback: true, Packages: cluster.VMPackages})
+	if err := step("boot the VM as real node "+node+" (kubelet, containerd)", func() (string, error) {
+		vm, err = k.StartRealNode(ctx, node, cluster.RealNodeOptions{Disks: []string{"64G"}, Prepare: prepare,
+			Labels: map[string]string{"thinlvm.io/vm-node": "true"}, CPUs: 2})
 		if err != nil {
 			return "", err
 		}
-		if err := vm.SetupThinPool(ctx, "/dev/vda", "vg0", "pool0", "40G", "256M"); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("guest ready in %.1fs; VG vg0, thin pool pool0 of 40 GiB", vm.BootSeconds), nil
+		return fmt.Sprintf("Ready; guest booted in %.1fs, a 64 GiB sparse disk, VG vg0, thin pool pool0 of 40 GiB", vm.BootSeconds), nil
 	}); err != nil {
 		return err
 	}
-	if err := step("add the VM as node "+node+" (lvmd + agent in the VM)", func() (string, error) {
-		if err := k.AddNode(ctx, cluster.Node{Name: node, VM: vm, Labels: map[string]string{"thinlvm.io/vm-node": "true"}}); err != nil {
-			return "", err
-		}
+	if err := step("its kubelet runs thinlvm's node DaemonSet", func() (string, error) {
 		if err := k.WaitLVMNode(ctx, node); err != nil {
-			return "", err
+			return "", fmt.Errorf("%w\n%s", err, k.RealNodeLogs(vm))
 		}
 		ln := &thinlvmv1.LVMNode{}
 		if err := k.Client.Get(ctx, types.NamespacedName{Name: node}, ln); err != nil {
@@ -213,10 +225,10 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 
-	var url, sum string
+	var url, sum, head string
 	var populate time.Duration
 	if err := step("build a 1 GiB ext4 image (256 MiB of data), serve it", func() (string, error) {
-		url, sum, err = serveImage(ctx)
+		url, sum, head, err = serveImage(ctx)
 		return "qcow2 on http://" + lvmvm.HostAddress + " (the host, seen from the VM)", err
 	}); err != nil {
 		return err
@@ -270,9 +282,17 @@ func run(ctx context.Context) (err error) {
 	for i := range vmDisks {
 		claims = append(claims, &claim{name: fmt.Sprintf("vm-%02d-root", i), mode: "Block", class: "thinlvm-" + goldenName})
 	}
-	claims = append(claims, &claim{name: "db-ext4", mode: "Filesystem", class: "thinlvm-ext4"}, &claim{name: "db-xfs", mode: "Filesystem", class: "thinlvm-xfs"})
+	// The databases' pods are pinned to the real node (a nodeSelector, as
+	// a database's often is): there they write and read real files.
+	claims = append(claims, &claim{name: "db-ext4", mode: "Filesystem", class: "thinlvm-ext4", node: node},
+		&claim{name: "db-xfs", mode: "Filesystem", class: "thinlvm-xfs", node: node})
 	if err := step(fmt.Sprintf("%d VM disks (Block, %s, from the base) + 2 volumes, with pods", vmDisks, diskSize), func() (string, error) {
 		return provision(ctx, k, claims)
+	}); err != nil {
+		return err
+	}
+	if err := step("the pods on "+node+" read their volumes", func() (string, error) {
+		return readBack(ctx, k, vm, claims, head)
 	}); err != nil {
 		return err
 	}
@@ -310,52 +330,57 @@ func run(ctx context.Context) (err error) {
 }
 
 // serveImage builds the demo's image (mkfs.ext4 -d, then qemu-img convert
-// to qcow2) and serves it on 127.0.0.1; it returns the URL the VM uses and
-// the image's sha256.
-func serveImage(ctx context.Context) (string, string, error) {
+// to qcow2) and serves it on 127.0.0.1; it returns the URL the VM uses,
+// the qcow2 file's sha256 and the sha256 of the disk's first headMiB.
+func serveImage(ctx context.Context) (url, sum, head string, err error) {
 	dir, err := os.MkdirTemp("", "thinlvm-demo-")
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	context.AfterFunc(ctx, func() { os.RemoveAll(dir) })
 	root := filepath.Join(dir, "root")
 	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	if err := os.WriteFile(filepath.Join(root, "etc", "os-release"), []byte("NAME=\"thinlvm demo image\"\n"), 0o644); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	data := bytes.Repeat([]byte("the golden image's data\n"), imageData/24)
 	if err := os.WriteFile(filepath.Join(root, "data.bin"), data, 0o644); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	raw, qcow := filepath.Join(dir, "disk.raw"), filepath.Join(dir, "disk.qcow2")
 	if err := os.WriteFile(raw, nil, 0o644); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	if err := os.Truncate(raw, imageSize); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	for _, argv := range [][]string{{"mkfs.ext4", "-q", "-F", "-d", root, raw}, {"qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, qcow}} {
 		if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("%s: %w: %s", argv[0], err, out)
+			return "", "", "", fmt.Errorf("%s: %w: %s", argv[0], err, out)
 		}
 	}
+	disk, err := os.ReadFile(raw)
+	if err != nil {
+		return "", "", "", err
+	}
+	h := sha256.Sum256(disk[:headMiB<<20])
 	body, err := os.ReadFile(qcow)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	s := sha256.Sum256(body)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.ServeContent(w, r, "disk.qcow2", time.Now(), bytes.NewReader(body))
 	})}
 	go func() { _ = srv.Serve(l) }()
 	context.AfterFunc(ctx, func() { _ = srv.Close() })
-	return fmt.Sprintf("http://%s:%d/disk.qcow2", lvmvm.HostAddress, l.Addr().(*net.TCPAddr).Port), hex.EncodeToString(s[:]), nil
+	return fmt.Sprintf("http://%s:%d/disk.qcow2", lvmvm.HostAddress, l.Addr().(*net.TCPAddr).Port), hex.EncodeToString(s[:]), hex.EncodeToString(h[:]), nil
 }
 
 // provision creates each claim with a pod (thinlvm-scheduler's profile,
@@ -370,7 +395,9 @@ func provision(ctx context.Context, k *cluster.Cluster, claims []*claim) (string
 			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				StorageClassName: ptr.To(c.class), VolumeMode: ptr.To(corev1.PersistentVolumeMode(c.mode)),
 				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
-		ct := corev1.Container{Name: "app", Image: "busybox"}
+		// On the real node the pod reads its volume back (kwok only
+		// pretends to run the pods on its nodes).
+		ct := corev1.Container{Name: "app", Image: cluster.BusyboxImage, Command: []string{"/bin/sh", "-c", readScript(c.mode) + "; exec sleep 1000000"}}
 		if c.mode == "Block" {
 			ct.VolumeDevices = []corev1.VolumeDevice{{Name: "disk", DevicePath: "/dev/disk"}}
 		} else {
@@ -378,9 +405,10 @@ func provision(ctx context.Context, k *cluster.Cluster, claims []*claim) (string
 		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: "default"}, Spec: corev1.PodSpec{
 			SchedulerName: "thinlvm-scheduler", Containers: []corev1.Container{ct}, NodeSelector: pin(c.node),
-			Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			Volumes:     []corev1.Volume{{Name: "disk", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.name}}}}}}
-		c.created = time.Now()
+			TerminationGracePeriodSeconds: ptr.To(int64(1)),
+			Tolerations:                   []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Volumes:                       []corev1.Volume{{Name: "disk", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.name}}}}}}
+		c.created, c.pod = time.Now(), pod
 		if err := k.Client.Create(ctx, pvc); err != nil {
 			return "", err
 		}
@@ -426,6 +454,79 @@ func provision(ctx context.Context, k *cluster.Cluster, claims []*claim) (string
 	return fmt.Sprintf("all %d Bound; median %s, slowest %s", len(d), d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond)), nil
 }
 
+// readScript is what a pod does with its volume: a VM disk's prints the
+// sha256 of its first headMiB ("head=<sha256>"); a Filesystem volume's
+// copies 8 MiB of random data onto it, syncs, reads the file back and
+// prints both checksums, the file system and its size in KiB
+// ("wrote=<sha256> read=<sha256> fs=<type> kib=<n>").
+func readScript(mode string) string {
+	if mode == "Block" {
+		return fmt.Sprintf("echo head=$(dd if=/dev/disk bs=1M count=%d 2>/dev/null | sha256sum | cut -c1-64)", headMiB)
+	}
+	return "dd if=/dev/urandom of=/tmp/d bs=1M count=8 2>/dev/null && cp /tmp/d /data/d && sync && " +
+		"echo wrote=$(sha256sum /tmp/d | cut -c1-64) read=$(sha256sum /data/d | cut -c1-64) " +
+		"fs=$(awk '$2 == \"/data\" {print $3}' /proc/mounts) kib=$(df -P -k /data | awk 'NR==2 {print $2}')"
+}
+
+// readBack waits until every pod on the real node has printed what it
+// read of its volume (readScript), from the log the kubelet keeps of it,
+// and checks it: a VM disk's first headMiB are the image's (head), a
+// Filesystem volume gave back what was written, on its class's file
+// system.
+func readBack(ctx context.Context, k *cluster.Cluster, vm *lvmvm.VM, claims []*claim, head string) (string, error) {
+	var mine []*claim
+	for _, c := range claims {
+		if c.node == node {
+			mine = append(mine, c)
+		}
+	}
+	err := k.WaitFor(ctx, fmt.Sprintf("%d pods on %s to read their volumes", len(mine), node), 15*time.Minute, func() (bool, error) {
+		left := 0
+		for _, c := range mine {
+			if c.read != "" {
+				continue
+			}
+			if err := k.Client.Get(ctx, client.ObjectKeyFromObject(c.pod), c.pod); err != nil {
+				return false, err
+			}
+			dir := "/var/log/pods/default_" + c.name + "_" + string(c.pod.UID) + "/app"
+			out, _ := vm.Run(ctx, "sh", "-c", "cat "+dir+"/*.log 2>/dev/null")
+			for _, l := range strings.Split(out, "\n") {
+				if i := strings.Index(l, " stdout F "); i >= 0 {
+					c.read = strings.TrimSpace(l[i+len(" stdout F "):])
+				}
+			}
+			if c.read == "" {
+				left++
+			}
+		}
+		return left == 0, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	disks, vols := 0, 0
+	for _, c := range mine {
+		f := map[string]string{}
+		for _, kv := range strings.Fields(c.read) {
+			if key, v, ok := strings.Cut(kv, "="); ok {
+				f[key] = v
+			}
+		}
+		switch {
+		case c.mode == "Block" && f["head"] == head:
+			disks++
+		case c.mode == "Block":
+			return "", fmt.Errorf("pod %s read %q of its VM disk, the image's first %d MiB are %s", c.name, c.read, headMiB, head)
+		case len(f["wrote"]) == 64 && f["wrote"] == f["read"] && "thinlvm-"+f["fs"] == c.class:
+			vols++
+		default:
+			return "", fmt.Errorf("pod %s printed %q: want what it wrote read back, on the class's file system (%s)", c.name, c.read, c.class)
+		}
+	}
+	return fmt.Sprintf("%d VM disks: the image's first %d MiB; %d volumes: 8 MiB written and read back", disks, headMiB, vols), nil
+}
+
 // pin is a node selector for node ("" for none: the scheduler chooses).
 func pin(node string) map[string]string {
 	if node == "" {
@@ -459,7 +560,7 @@ func report(ctx context.Context, k *cluster.Cluster, vm *lvmvm.VM, claims []*cla
 		}
 		kind, base := "simulated (kwok)", "none"
 		if n == node {
-			kind = "real lvm2 (VM)"
+			kind = "real node, real lvm2 (VM)"
 		}
 		for _, b := range ln.Status.GoldenBases {
 			if b.Name == goldenName {
@@ -471,10 +572,10 @@ func report(ctx context.Context, k *cluster.Cluster, vm *lvmvm.VM, claims []*cla
 	}
 	w.Flush()
 	fmt.Println()
-	fmt.Println("Where each volume landed: VM disks need the golden base (locality outweighs the kwok nodes' larger room),")
-	fmt.Println("the two database volumes need only room (they go to the roomiest nodes):")
+	fmt.Println("Where each volume landed: VM disks need the golden base (locality outweighs the kwok nodes' larger room);")
+	fmt.Println("the two database volumes' pods are pinned to " + node + " (a nodeSelector):")
 	w = tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "  CLAIM\tMODE\tNODE\tLV\tMADE AS\tCLAIM → BOUND")
+	fmt.Fprintln(w, "  CLAIM\tMODE\tNODE\tLV\tMADE AS\tCLAIM → BOUND\tITS POD READ")
 	var vmTimes []time.Duration
 	for _, c := range claims {
 		made := "thin LV (simulated)"
@@ -488,7 +589,7 @@ func report(ctx context.Context, k *cluster.Cluster, vm *lvmvm.VM, claims []*cla
 		if c.mode == "Block" {
 			vmTimes = append(vmTimes, d)
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\n", c.name, c.mode, c.node, c.lv, made, d.Round(time.Millisecond))
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.name, c.mode, c.node, c.lv, made, d.Round(time.Millisecond), podRead(c))
 	}
 	w.Flush()
 	slices.Sort(vmTimes)
@@ -508,6 +609,22 @@ func report(ctx context.Context, k *cluster.Cluster, vm *lvmvm.VM, claims []*cla
 	}
 }
 
+// podRead is what the report says of what the claim's pod read.
+func podRead(c *claim) string {
+	switch {
+	case c.node != node:
+		return "- (kwok runs no container)"
+	case c.mode == "Block":
+		return fmt.Sprintf("the image's first %d MiB", headMiB)
+	}
+	for _, kv := range strings.Fields(c.read) {
+		if v, ok := strings.CutPrefix(kv, "kib="); ok {
+			return "8 MiB back, of " + v + " KiB"
+		}
+	}
+	return c.read
+}
+
 // cleanup deletes the pods and claims (the node agent removes their LVs)
 // and the GoldenImage (its base goes too), and waits for them.
 func cleanup(ctx context.Context, k *cluster.Cluster, claims []*claim) error {
@@ -522,7 +639,7 @@ func cleanup(ctx context.Context, k *cluster.Cluster, claims []*claim) error {
 			return err
 		}
 	}
-	return k.WaitFor(ctx, "the LogicalVolumes gone", 5*time.Minute, func() (bool, error) {
+	return k.WaitFor(ctx, "the LogicalVolumes gone", 10*time.Minute, func() (bool, error) {
 		list := &thinlvmv1.LogicalVolumeList{}
 		err := k.Client.List(ctx, list)
 		return err == nil && len(list.Items) == 0, err
