@@ -67,8 +67,8 @@ var (
 // sharedSteady returns the steady pods, started by the first test that
 // asks and left until the test bed ends: the tests grow, measure and
 // disrupt the node under the same pods, as a node's life does, instead of
-// starting and deleting their own (under TCG a pod takes about a minute
-// to start and half a minute to go).
+// starting and deleting their own (under TCG a pod takes half a minute
+// or more to start, and again to go).
 func sharedSteady(t *testing.T) []*steadyPod {
 	t.Helper()
 	if steadyFailed {
