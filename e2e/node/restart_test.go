@@ -194,21 +194,7 @@ func TestKubeletRestart(t *testing.T) {
 	// The restarted kubelet's volume manager has reconstructed and
 	// re-published every mounted volume once its pods' volumes report
 	// mounted again: wait for its next status of each pod.
-	since := time.Now()
-	if err := k.WaitFor(ctx, "the kubelet's node status after its restart", 3*time.Minute, func() (bool, error) {
-		node := &corev1.Node{}
-		if err := k.Client.Get(ctx, client.ObjectKey{Name: Node}, node); err != nil {
-			return false, err
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(since) {
-				return true, nil
-			}
-		}
-		return false, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitReadySince(t, time.Now())
 	checkSteady(t, pods) // a sync period or more after the restart
 	for _, p := range pods {
 		if n := mounts(t, p.claim); n != before[p.claim] {
@@ -369,6 +355,28 @@ func TestPodDeletedWhilePluginDown(t *testing.T) {
 	}
 }
 
+// waitReadySince waits for the kubelet to report the node Ready with a
+// heartbeat after since: a kubelet started again has sent its status (the
+// Node's old Ready condition says nothing of the new kubelet).
+func waitReadySince(t *testing.T, since time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	if err := k.WaitFor(ctx, "the kubelet's node status after "+since.Format("15:04:05"), 6*time.Minute, func() (bool, error) {
+		node := &corev1.Node{}
+		if err := k.Client.Get(ctx, client.ObjectKey{Name: Node}, node); err != nil {
+			return false, err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(since) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestNodeReboot: the node is rebooted with its disks while pods run. Its
 // LVs are active again and their device nodes present; the kubelet starts
 // the pods again, and they read their data back.
@@ -379,12 +387,13 @@ func TestNodeReboot(t *testing.T) {
 	for _, p := range pods {
 		ids[p.pod.Name] = containerIDs(t, p.pod)
 	}
+	since := time.Now()
 	if err := vm.Reboot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.WaitNodeReady(ctx, Node, vm); err != nil {
-		t.Fatal(err)
-	}
+	// The node's boot activates the LVs before it starts the kubelet
+	// (node-init.sh): once the new kubelet reports, they must be active.
+	waitReadySince(t, since)
 	for _, p := range pods {
 		claim := &corev1.PersistentVolumeClaim{}
 		if err := k.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: p.claim}, claim); err != nil {
