@@ -75,8 +75,6 @@ type RealNodeOptions struct {
 	Labels map[string]string
 	// GuestPorts are forwarded from the host, besides the kubelet's.
 	GuestPorts []int
-	// CPUs is the VM's vCPUs; default one.
-	CPUs int
 }
 
 // KubeletPort is the kubelet's port in the guest (forwarded: VM.Addr).
@@ -106,7 +104,9 @@ func (c *Cluster) StartRealNode(ctx context.Context, nodeName string, o RealNode
 	}
 	vm, err := lvmvm.Start(ctx, lvmvm.Options{Disks: append(append([]string{}, o.Disks...), "8G"), HostLoopback: true,
 		GuestPorts: append([]int{KubeletPort}, o.GuestPorts...), Log: c.log, Init: "/ctl/node/init.sh", Files: files, Links: links,
-		TmpfsRoot: true, CPUs: o.CPUs})
+		// Two vCPUs: with one, the kubelet, containerd, its shims and the
+		// pods starved containerd's 10 s handling of container exits.
+		TmpfsRoot: true, CPUs: 2})
 	if err != nil {
 		return nil, fmt.Errorf("boot the VM of node %s: %w", nodeName, err)
 	}

@@ -189,7 +189,7 @@ func run(ctx context.Context) (err error) {
 	}
 	if err := step("boot the VM as real node "+node+" (kubelet, containerd)", func() (string, error) {
 		vm, err = k.StartRealNode(ctx, node, cluster.RealNodeOptions{Disks: []string{"64G"}, Prepare: prepare,
-			Labels: map[string]string{"thinlvm.io/vm-node": "true"}, CPUs: 2})
+			Labels: map[string]string{"thinlvm.io/vm-node": "true"}})
 		if err != nil {
 			return "", err
 		}

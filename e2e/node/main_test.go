@@ -56,7 +56,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	vm, err = k.StartRealNode(ctx, Node, cluster.RealNodeOptions{Disks: []string{"16G"}, Prepare: prepare,
-		Labels: map[string]string{"thinlvm.io/test-vm": "true"}, CPUs: 2})
+		Labels: map[string]string{"thinlvm.io/test-vm": "true"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start the real node:", err)
 		return 1
