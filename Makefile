@@ -170,8 +170,15 @@ VM_LANE_2 := migration test-lvm-exec sanity chaos test-lvm-shell golden-images
 .PHONY: test-vm vm-lane-1 vm-lane-2
 test-vm: lvmvm-image host-images ## The suites that boot VMs: real-LVM (both runners), csi-sanity, end-to-end, the real node, volumes that move, golden images, faults, in two lanes at once.
 	@THINLVM_E2E_IMAGES=$(BIN)/images $(MAKE) --no-print-directory -j2 vm-lane-1 vm-lane-2
+# A suite that fails has its failed tests and their messages printed again
+# at the lane's end (a long log's tail is often all a CI page shows), and
+# its whole log is in bin/logs/.
 vm-lane-1 vm-lane-2: vm-lane-%:
-	@set -o pipefail; for t in $(VM_LANE_$*); do $(MAKE) --no-print-directory $$t || exit; done 2>&1 | sed -u 's/^/[lane $*] /'
+	@set -o pipefail; mkdir -p $(BIN)/logs; for t in $(VM_LANE_$*); do \
+	  $(MAKE) --no-print-directory $$t 2>&1 | tee $(BIN)/logs/$$t.log || { \
+	    echo "=== $$t failed; its failed tests (the whole log: bin/logs/$$t.log):"; \
+	    grep -E -A12 -- '^\s*--- FAIL|^panic: ' $(BIN)/logs/$$t.log | cut -c1-400 | tail -150; exit 1; }; \
+	done 2>&1 | sed -u 's/^/[lane $*] /'
 
 .PHONY: sanity
 sanity: lvmvm-image ## The csi-sanity suite: controller on envtest, node service on real lvm2 in the VM.
