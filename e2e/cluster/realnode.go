@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -142,6 +143,26 @@ func (c *Cluster) WaitNodeReady(ctx context.Context, nodeName string, vm *lvmvm.
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// RealNodePodLog is what the first container of a pod on a real node
+// printed, as kubectl logs would show it: the lines of the log files the
+// kubelet keeps on the node (/var/log/pods, the CRI log format, one file
+// per start of the container), without each line's time, stream and tag.
+func RealNodePodLog(ctx context.Context, vm *lvmvm.VM, pod *corev1.Pod) (string, error) {
+	dir := path.Join("/var/log/pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), pod.Spec.Containers[0].Name)
+	out, err := vm.Run(ctx, "sh", "-c", "cat "+dir+"/*.log")
+	if err != nil {
+		return "", fmt.Errorf("log of pod %s: %w", pod.Name, err)
+	}
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		// <time> <stream> <P|F> <text>
+		if f := strings.SplitN(l, " ", 4); len(f) == 4 {
+			lines = append(lines, f[3])
+		}
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 // RealNodeLogs returns the tails of a real node's service logs.

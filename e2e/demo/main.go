@@ -489,12 +489,10 @@ func readBack(ctx context.Context, k *cluster.Cluster, vm *lvmvm.VM, claims []*c
 			if err := k.Client.Get(ctx, client.ObjectKeyFromObject(c.pod), c.pod); err != nil {
 				return false, err
 			}
-			dir := "/var/log/pods/default_" + c.name + "_" + string(c.pod.UID) + "/app"
-			out, _ := vm.Run(ctx, "sh", "-c", "cat "+dir+"/*.log 2>/dev/null")
-			for _, l := range strings.Split(out, "\n") {
-				if i := strings.Index(l, " stdout F "); i >= 0 {
-					c.read = strings.TrimSpace(l[i+len(" stdout F "):])
-				}
+			// Not yet there while the container has not started.
+			if log, err := cluster.RealNodePodLog(ctx, vm, c.pod); err == nil && strings.TrimSpace(log) != "" {
+				lines := strings.Split(strings.TrimSpace(log), "\n")
+				c.read = strings.TrimSpace(lines[len(lines)-1])
 			}
 			if c.read == "" {
 				left++

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -124,33 +123,32 @@ func tryPod(t *testing.T, pod *corev1.Pod) (string, error) {
 // would show it.
 func podLog(t *testing.T, pod *corev1.Pod) string {
 	t.Helper()
-	dir := path.Join("/var/log/pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), pod.Spec.Containers[0].Name)
-	out, err := vm.Run(context.Background(), "sh", "-c", "cat "+dir+"/*.log")
+	log, err := cluster.RealNodePodLog(context.Background(), vm, pod)
 	if err != nil {
-		t.Fatalf("log of %s: %v", pod.Name, err)
+		t.Fatal(err)
 	}
-	var lines []string
-	for _, l := range strings.Split(out, "\n") {
-		// <time> <stream> <P|F> <text>
-		if f := strings.SplitN(l, " ", 4); len(f) == 4 {
-			lines = append(lines, f[3])
-		}
-	}
-	return strings.Join(lines, "\n")
+	return log
 }
 
-// lastLine waits until pod's log has a line starting with prefix and
-// returns the last one (without the prefix).
+// lastPrinted is the last line of log starting with prefix, without it
+// ("" if none).
+func lastPrinted(log, prefix string) string {
+	got := ""
+	for _, l := range strings.Split(log, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			got = strings.TrimPrefix(l, prefix)
+		}
+	}
+	return got
+}
+
+// lastLine waits until pod's log has a line starting with prefix that
+// cond accepts, and returns the last such line (without the prefix).
 func lastLine(t *testing.T, pod *corev1.Pod, prefix string, cond func(string) bool) string {
 	t.Helper()
 	var got string
 	err := k.WaitFor(context.Background(), "pod "+pod.Name+" to print "+prefix, 3*time.Minute, func() (bool, error) {
-		log := podLog(t, pod)
-		for _, l := range strings.Split(log, "\n") {
-			if strings.HasPrefix(l, prefix) {
-				got = strings.TrimPrefix(l, prefix)
-			}
-		}
+		got = lastPrinted(podLog(t, pod), prefix)
 		return got != "" && cond(got), nil
 	})
 	if err != nil {

@@ -191,7 +191,10 @@ func TestVolumeStats(t *testing.T) {
 	// (volumeStatsAggPeriod): wait until they and df agree (the pod
 	// prints df every 10 s).
 	err := k.WaitFor(context.Background(), "the kubelet's stats of claim "+p.claim+" to match df in the pod", 4*time.Minute, func() (bool, error) {
-		df := strings.Fields(lastLine(t, p.pod, "df=", func(s string) bool { return len(strings.Fields(s)) == 2 }))
+		df := strings.Fields(lastPrinted(podLog(t, p.pod), "df="))
+		if len(df) != 2 {
+			return false, nil
+		}
 		dfUsed, dfSize = float64(sizeKiB(t, df[0])<<10), float64(sizeKiB(t, df[1])<<10)
 		m := kubeletMetrics(t)
 		used = metric(m, "kubelet_volume_stats_used_bytes", p.claim)

@@ -119,8 +119,7 @@ func checkSteady(t *testing.T, pods []*steadyPod) {
 			if strings.Count(log, "sum=") <= before {
 				return false, nil
 			}
-			got = log[strings.LastIndex(log, "sum=")+4:]
-			got = strings.TrimSpace(strings.SplitN(got, "\n", 2)[0])
+			got = strings.TrimSpace(lastPrinted(log, "sum="))
 			return len(got) == 64, nil
 		})
 		if err != nil {
