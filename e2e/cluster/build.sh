@@ -90,13 +90,7 @@ done
 # pod sandboxes the RuntimeDefault seccomp profile) so that the guest needs
 # no library of the host's.
 if [ ${#runc[@]} -gt 0 ]; then
-  need=""
-  for p in libseccomp-dev pkg-config; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || need="$need $p"; done
-  if [ -n "$need" ]; then
-    echo "build: installing$need (apt) for runc" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need >/dev/null
-  fi
+  "$ROOT/e2e/ensure-packages.sh" libseccomp-dev pkg-config
 fi
 [ ${#runc[@]} -eq 0 ] || CGO=1 TAGS="seccomp netgo osusergo" build_group "$ROOT/e2e/cluster/addons" "-extldflags=-static" "${runc[@]}"
 [ ${#etcd[@]} -eq 0 ] || build_group "$ROOT/e2e/cluster/etcd" "" "${etcd[@]}"

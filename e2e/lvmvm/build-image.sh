@@ -20,13 +20,7 @@ FORCE=0; [ "${1:-}" = "--force" ] && FORCE=1
 HOST_PKGS="qemu-system-x86 qemu-utils lvm2 dmeventd thin-provisioning-tools busybox-static
   xfsprogs e2fsprogs kmod cpio coreutils bash util-linux xz-utils binutils
   nftables containernetworking-plugins"
-missing=$(for p in $HOST_PKGS; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
-  grep -q 'ok installed' || echo "$p"; done)
-if [ -n "$missing" ]; then
-  echo "build-image: installing" $missing
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
-fi
+"$HERE/../ensure-packages.sh" $HOST_PKGS
 
 # Kernel: the ABI package that linux-image-amd64 currently depends on (the
 # mirror keeps only the current one). LVMVM_KPKG pins one while it is served.
