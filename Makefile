@@ -162,10 +162,10 @@ test-lvm-exec: lvmvm-image
 # one after the other, every line prefixed with its lane. Alone, each
 # suite leaves about 40% of the two cores idle (waiting on the API server,
 # the kubelet's stand-in, the guests' timers); two at once fill them. The
-# lanes are balanced by the suites' minutes in e2e/README.md; the real
-# node's suite goes with e2e, since on a fresh machine it first builds the
-# kubelet, containerd and runc.
-VM_LANE_1 := e2e test-node
+# lanes are balanced by the suites' minutes in e2e/README.md; e2e, whose
+# VM is a real node (on a fresh machine it first builds the kubelet,
+# containerd and runc), has a lane to itself.
+VM_LANE_1 := e2e
 VM_LANE_2 := migration test-lvm-exec sanity chaos test-lvm-shell golden-images
 .PHONY: test-vm vm-lane-1 vm-lane-2
 test-vm: lvmvm-image host-images ## The suites that boot VMs: real-LVM (both runners), csi-sanity, end-to-end, the real node, volumes that move, golden images, faults, in two lanes at once.
@@ -186,12 +186,8 @@ sanity: lvmvm-image ## The csi-sanity suite: controller on envtest, node service
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 30m ./e2e/sanity/... -ginkgo.no-color
 
 .PHONY: e2e
-e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes and a real-LVM VM node.
-	$(GO) test -count=1 -timeout 45m -v -run 'Test' ./e2e/cluster/...
-
-.PHONY: test-node
-test-node: lvmvm-image ## The real node: the kubelet, containerd and runc in the VM run deploy/'s DaemonSet and the tests' pods, and drive thinlvm's node plugin on real lvm2.
-	$(GO) test -count=1 -timeout 40m -v ./e2e/node/
+e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes, and the VM as a real node (the kubelet, containerd and runc run deploy/'s DaemonSet and the tests' pods on real lvm2), restarted, frozen and rebooted under its pods.
+	$(GO) test -count=1 -timeout 50m -v -run 'Test' ./e2e/cluster/...
 
 .PHONY: migration
 migration: lvmvm-image ## Volumes that move: clones and restores between two real-LVM nodes (two VMs).

@@ -78,9 +78,8 @@ type Cluster struct {
 	// agentArgs are the extra args of each node's agent (AddNode's);
 	// agentExtraArgs follow them (RestartVMAgent's).
 	agentArgs, agentExtraArgs map[string][]string
-	// lvmdExtraArgs follow the DaemonSet's lvmd args on a VM node
-	// (RestartVMLVMD's).
-	lvmdExtraArgs map[string][]string
+	// agentsTuned: the node DaemonSet has agentArgs (TuneNodeAgents).
+	agentsTuned bool
 	// roots are the images unpacked for pods, by "host" or the VM's
 	// share directory.
 	roots   map[string]*imageRoots

@@ -37,8 +37,10 @@ const (
 	vmNode       = cluster.VMNode
 )
 
-// TestMain starts the control plane, thinlvm, two fake nodes and one node
-// whose lvmd runs on real lvm2 in the VM.
+// TestMain starts the control plane, thinlvm, two fake nodes and a real
+// node on real lvm2 in the VM: its kubelet, containerd and runc run
+// thinlvm's node pod from deploy/ and the tests' pods there
+// (realnode_test.go has what the real kubelet must show).
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -47,7 +49,7 @@ func run(m *testing.M) int {
 	start, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	var err error
-	tb, err = cluster.StartTestbed(start, cluster.TestbedOptions{Log: os.Stderr, Nodes: []string{"node-a", "node-b"}, VMDisk: "16G", Pool: "8G"})
+	tb, err = cluster.StartTestbed(start, cluster.TestbedOptions{Log: os.Stderr, Nodes: []string{"node-a", "node-b"}, VMDisk: "16G", Pool: "12G", RealNode: true})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 		return 1

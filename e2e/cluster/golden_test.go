@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -473,7 +472,7 @@ func TestGoldenImageOnePopulationForFiveDisks(t *testing.T) {
 }
 
 // The node agent is killed in the middle of a population (prewarm, slow
-// server): the restarted agent removes the half-written base and makes it
+// server): the agent the kubelet starts again removes the half-written base and makes it
 // again, and only a whole base is ever Ready.
 func TestGoldenImagePopulationInterrupted(t *testing.T) {
 	images := newImageServer(t)
@@ -503,15 +502,16 @@ func TestGoldenImagePopulationInterrupted(t *testing.T) {
 		}
 		return false, nil
 	})
-	if err := vm.Signal(ctx, k.NodeProcess(vmNode, "thinlvm-node"), syscall.SIGKILL, true); err != nil {
-		t.Fatal(err)
-	}
+	// The agent's container is frozen where it is, then killed; the
+	// kubelet starts it again.
+	id, restarts := pluginContainer(t, "thinlvm-node")
+	ctr(t, "task", "pause", id)
 	if f, ok := bases(t)[baseLV]; !ok || f[0][1] != 'w' {
-		t.Fatalf("after the kill the base is %v; want a writable, half-written LV", f)
+		ctr(t, "task", "resume", id)
+		t.Fatalf("when the agent stopped the base is %v; want a writable, half-written LV", f)
 	}
-	if err := k.StartVMContainers(ctx, vmNode, "thinlvm-node"); err != nil {
-		t.Fatal(err)
-	}
+	ctr(t, "task", "kill", "--signal", "SIGKILL", id)
+	waitRestarted(t, "thinlvm-node", restarts)
 	waitFor(t, "the base Ready", 3*time.Minute, func() (bool, error) {
 		return imageStatus(t, gi.Name).Status.ReadyNodes == 1, nil
 	})

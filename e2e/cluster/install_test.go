@@ -28,9 +28,10 @@ import (
 )
 
 // deploy/ as `kubectl apply -k` installed it: the Deployments' and the
-// DaemonSet's pods are Running (kwok reports their status; the harness runs
-// their programs), the leader-elected components hold their leases, and
-// every process the harness started for them still runs.
+// DaemonSet's pods are Running (the real node's kubelet runs its pod; on
+// the simulated nodes kwok reports their status and the harness runs their
+// programs), the leader-elected components hold their leases, and every
+// process the harness started for them still runs.
 func TestInstallRuns(t *testing.T) {
 	pods := &corev1.PodList{}
 	if err := k.Client.List(ctx, pods, client.InNamespace(cluster.Namespace)); err != nil {
@@ -77,7 +78,10 @@ func TestInstallRuns(t *testing.T) {
 		}
 	}
 	// The processes of the pods that exist (a deleted node's are gone
-	// with it); the VM node's run in the VM.
+	// with it); the real node's are its kubelet's, ready.
+	if p := nodePluginPod(t); !podReady(p) {
+		t.Errorf("thinlvm's pod on the real node is not ready: %+v", p.Status.ContainerStatuses)
+	}
 	started := map[string]bool{}
 	for _, p := range k.Procs() {
 		started[p] = true

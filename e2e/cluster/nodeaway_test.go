@@ -30,11 +30,12 @@ func nodeReady(name string) (bool, error) {
 	return false, nil
 }
 
-// A node that goes NotReady (its agent and lvmd stopped, its heartbeats
-// gone — every node's, as kwok plays their kubelets — the Node object kept) loses nothing: its volumes and their objects
-// stay while it is away, a claim deleted meanwhile waits for it, and when
-// it returns its data reads back the same, the deleted claim's LV goes and
-// it serves new claims.
+// A node that goes NotReady (its kubelet frozen, so its heartbeats stop,
+// and thinlvm's containers frozen with it; the Node object kept) loses
+// nothing: its volumes and their objects stay while it is away, a claim
+// deleted meanwhile waits for it, and when it returns its data reads back
+// the same, the deleted claim's LV goes (once the kubelet has released
+// the volume of the pod deleted meanwhile) and it serves new claims.
 func TestNodeNotReadyAndBack(t *testing.T) {
 	create(t, pvc("away-data", blockClass, "256Mi", true), pod("away-data", true, onNode(vmNode), "away-data"),
 		pvc("away-gone", blockClass, "64Mi", true), pod("away-gone", true, onNode(vmNode), "away-gone"))
@@ -65,25 +66,34 @@ func TestNodeNotReadyAndBack(t *testing.T) {
 	}
 
 	// The node goes away.
-	if err := k.StopVMContainers(ctx, vmNode, "thinlvm-node", "lvmd"); err != nil {
-		t.Fatal(err)
+	kubelet := guestPID(t, "kubelet")
+	var frozen []string
+	for _, name := range []string{"thinlvm-node", "lvmd"} {
+		id, _ := pluginContainer(t, name)
+		frozen = append(frozen, id)
 	}
-	if err := k.SetHeartbeats(false); err != nil {
-		t.Fatal(err)
+	back := func() {
+		for _, id := range frozen {
+			ctr(t, "task", "resume", id)
+		}
+		inGuest(t, "kill", "-CONT", kubelet)
 	}
-	away := time.Now()
 	returned := false
-	defer func() { // whatever happens, the nodes serve the next tests
+	defer func() { // whatever happens, the node serves the next tests
 		if !returned {
-			_ = k.SetHeartbeats(true)
-			_ = k.StartVMContainers(ctx, vmNode, "lvmd", "thinlvm-node")
+			back()
 		}
 	}()
+	inGuest(t, "kill", "-STOP", kubelet)
+	for _, id := range frozen {
+		ctr(t, "task", "pause", id)
+	}
+	away := time.Now()
 	waitFor(t, "the node NotReady", 3*time.Minute, func() (bool, error) {
 		ready, err := nodeReady(vmNode)
 		return !ready, err
 	})
-	t.Logf("node NotReady %v after its heartbeats stopped", time.Since(away).Round(time.Second))
+	t.Logf("node NotReady %v after its kubelet stopped", time.Since(away).Round(time.Second))
 	// A claim deleted while the node is away waits for it. Its pod goes
 	// as an operator removes one from an unreachable node: forced.
 	if err := k.Client.Delete(ctx, pod("away-gone", true, nil), client.GracePeriodSeconds(0)); err != nil {
@@ -117,19 +127,14 @@ func TestNodeNotReadyAndBack(t *testing.T) {
 
 	// It comes back.
 	returned = true
-	if err := k.SetHeartbeats(true); err != nil {
-		t.Fatal(err)
-	}
-	if err := k.StartVMContainers(ctx, vmNode, "lvmd", "thinlvm-node"); err != nil {
-		t.Fatal(err)
-	}
-	back := time.Now()
+	back()
+	backAt := time.Now()
 	waitFor(t, "the node Ready again", 3*time.Minute, func() (bool, error) { return nodeReady(vmNode) })
 	waitFor(t, "the deleted claim's LogicalVolume gone", 3*time.Minute, func() (bool, error) {
 		err := k.Client.Get(ctx, types.NamespacedName{Name: gonePV.Spec.CSI.VolumeHandle}, &thinlvmv1.LogicalVolume{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
-	t.Logf("the LV deleted while away went %v after the node returned", time.Since(back).Round(100*time.Millisecond))
+	t.Logf("the LV deleted while away went %v after the node returned", time.Since(backAt).Round(100*time.Millisecond))
 	if out := inGuest(t, "lvm", "lvs", "--noheadings", "-o", "lv_name", "vg0"); strings.Contains(out, goneLV) {
 		t.Errorf("LV %s of the claim deleted while away is still on the node", goneLV)
 	}

@@ -27,15 +27,19 @@ func Claim(name, class string, size string, block bool) *corev1.PersistentVolume
 }
 
 // Pod is a pod in "default" that the thinlvm scheduler (deploy/'s
-// profile) places, using the claims; with block true as devices.
+// profile) places, using the claims at /v0, /v1, ...; with block true as
+// devices there. On a real node it sleeps (BusyboxImage); on a simulated
+// one kwok reports it running.
 func Pod(name string, block bool, affinity *corev1.Affinity, claims ...string) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: corev1.PodSpec{
 			SchedulerName: "thinlvm-scheduler", // deploy/scheduler's profile
-			Containers:    []corev1.Container{{Name: "c", Image: "busybox"}},
-			Tolerations:   []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			Affinity:      affinity,
+			Containers: []corev1.Container{{Name: "c", Image: BusyboxImage,
+				Command: []string{"/bin/sh", "-c", "exec sleep 1000000"}}},
+			TerminationGracePeriodSeconds: ptr.To(int64(1)), // sleep, PID 1, ignores SIGTERM
+			Tolerations:                   []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Affinity:                      affinity,
 		},
 	}
 	for i, c := range claims {

@@ -145,12 +145,16 @@ func (c *Cluster) WaitNodeReady(ctx context.Context, nodeName string, vm *lvmvm.
 	}
 }
 
-// RealNodePodLog is what the first container of a pod on a real node
-// printed, as kubectl logs would show it: the lines of the log files the
-// kubelet keeps on the node (/var/log/pods, the CRI log format, one file
-// per start of the container), without each line's time, stream and tag.
-func RealNodePodLog(ctx context.Context, vm *lvmvm.VM, pod *corev1.Pod) (string, error) {
-	dir := path.Join("/var/log/pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), pod.Spec.Containers[0].Name)
+// RealNodePodLog is what a container of a pod on a real node printed
+// (container "" for the pod's first), as kubectl logs would show it: the
+// lines of the log files the kubelet keeps on the node (/var/log/pods, the
+// CRI log format, one file per start of the container), without each
+// line's time, stream and tag.
+func RealNodePodLog(ctx context.Context, vm *lvmvm.VM, pod *corev1.Pod, container string) (string, error) {
+	if container == "" {
+		container = pod.Spec.Containers[0].Name
+	}
+	dir := path.Join("/var/log/pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), container)
 	out, err := vm.Run(ctx, "sh", "-c", "cat "+dir+"/*.log")
 	if err != nil {
 		return "", fmt.Errorf("log of pod %s: %w", pod.Name, err)

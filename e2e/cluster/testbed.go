@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -35,7 +36,8 @@ const (
 // Testbed is what the end-to-end suites run on: the local control plane
 // with thinlvm installed from deploy/, simulated nodes, real-LVM nodes
 // (VMNode unless TestbedOptions.VMNodes names others) whose lvmd and agent
-// run on real lvm2, each in its own VM (VG vg0, thin pool pool0), the
+// run on real lvm2, each in its own VM (VG vg0, thin pool pool0), or one
+// real node (TestbedOptions.RealNode), the
 // StorageClasses FilesystemClass and BlockClass and the
 // VolumeSnapshotClass SnapshotClass.
 //
@@ -49,6 +51,8 @@ type Testbed struct {
 	// by node name.
 	VM  *lvmvm.VM
 	VMs map[string]*lvmvm.VM
+	// real: the VM node is a real node.
+	real bool
 }
 
 // TestbedOptions size a Testbed.
@@ -62,6 +66,21 @@ type TestbedOptions struct {
 	VMNodes []string
 	// VMDisk and Pool size each VM's disk and its thin pool ("16G", "8G").
 	VMDisk, Pool string
+	// RealNode makes the real-LVM node a real node (StartRealNode): its
+	// kubelet, containerd and runc run deploy/'s node DaemonSet and the
+	// tests' pods on it. One VM node only: real nodes do not yet reach
+	// each other's pods.
+	RealNode bool
+}
+
+// realNodePrepare makes a real node's VG vg0 and thin pool pool0 of the
+// given size on its first disk, on its first boot only: what a node's
+// provisioning does before the kubelet starts.
+func realNodePrepare(pool string) string {
+	return fmt.Sprintf(`lvm vgs vg0 >/dev/null 2>&1 || {
+  lvm pvcreate --yes /dev/vda && lvm vgcreate vg0 /dev/vda &&
+  lvm lvcreate --yes --type thin-pool --size %s --poolmetadatasize 64M --name pool0 vg0; }
+`, pool)
 }
 
 // StartTestbed starts a Testbed; Stop ends it.
@@ -80,15 +99,33 @@ func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error
 	if err := k.Install(ctx); err != nil {
 		return tb, fmt.Errorf("install thinlvm from deploy/: %w", err)
 	}
+	if err := k.TuneNodeAgents(ctx); err != nil {
+		return tb, err
+	}
 	vmNodes := o.VMNodes
 	if len(vmNodes) == 0 {
 		vmNodes = []string{VMNode}
 	}
-	if err := tb.startVMs(ctx, vmNodes, o); err != nil {
-		return tb, err
+	var nodes, vms, real []Node
+	if o.RealNode {
+		if len(vmNodes) != 1 {
+			return tb, fmt.Errorf("a test bed has one real node, not %d", len(vmNodes))
+		}
+		vm, err := k.StartRealNode(ctx, vmNodes[0], RealNodeOptions{Disks: []string{o.VMDisk}, Prepare: realNodePrepare(o.Pool),
+			Labels: map[string]string{"thinlvm.io/test-vm": "true"}})
+		if err != nil {
+			return tb, err
+		}
+		tb.VMs[vmNodes[0]], tb.VM, tb.real = vm, vm, true
+		// Its kubelet runs its pod: nothing to add, only to wait for.
+		real = []Node{{Name: vmNodes[0]}}
+		vmNodes = nil
+	} else {
+		if err := tb.startVMs(ctx, vmNodes, o); err != nil {
+			return tb, err
+		}
+		tb.VM = tb.VMs[vmNodes[0]]
 	}
-	tb.VM = tb.VMs[vmNodes[0]]
-	var nodes, vms []Node
 	for _, n := range o.Nodes {
 		nodes = append(nodes, Node{Name: n})
 	}
@@ -115,7 +152,7 @@ func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error
 	}); err != nil {
 		return tb, err
 	}
-	nodes = append(nodes, vms...)
+	nodes = append(append(nodes, vms...), real...)
 	for _, n := range nodes {
 		if err := k.WaitLVMNode(ctx, n.Name); err != nil {
 			return tb, err
@@ -213,6 +250,10 @@ func (tb *Testbed) DumpLogs(w io.Writer) {
 		}
 	}
 	for _, node := range slices.Sorted(maps.Keys(tb.VMs)) {
+		if tb.real {
+			fmt.Fprint(w, tb.realNodeLogs(node))
+			continue
+		}
 		logs, _ := filepath.Glob(filepath.Join(tb.VMs[node].ShareDir(), "pods", "*", "*.log"))
 		for _, l := range logs {
 			b, _ := os.ReadFile(l)
@@ -240,4 +281,27 @@ func processEnds(name, path string) []string {
 		}
 	}
 	return out
+}
+
+// realNodeLogs are the tails of a real node's services' logs and of its
+// thinlvm pod's containers' logs (every start of each).
+func (tb *Testbed) realNodeLogs(node string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	vm := tb.VMs[node]
+	var b strings.Builder
+	b.WriteString(tb.RealNodeLogs(vm))
+	pods, err := tb.WaitPods(ctx, Namespace, nodePods, node, 1)
+	if err != nil {
+		fmt.Fprintf(&b, "--- %s: thinlvm's pod: %v\n", node, err)
+		return b.String()
+	}
+	for _, ct := range pods[0].Spec.Containers {
+		log, err := RealNodePodLog(ctx, vm, &pods[0], ct.Name)
+		if len(log) > 8000 {
+			log = log[len(log)-8000:]
+		}
+		fmt.Fprintf(&b, "--- %s: %s (tail; %v) ---\n%s\n", node, ct.Name, err, log)
+	}
+	return b.String()
 }

@@ -3,16 +3,17 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -168,7 +169,11 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 	if c.agentArgs == nil {
 		c.agentArgs = map[string][]string{}
 	}
-	c.agentArgs[n.Name] = append(slices.Clone(agentArgs), n.AgentArgs...)
+	base := agentArgs
+	if c.agentsTuned { // the pod's own args have them
+		base = nil
+	}
+	c.agentArgs[n.Name] = append(slices.Clone(base), n.AgentArgs...)
 	c.mu.Unlock()
 	if n.VM != nil {
 		// The VM is the node: the pod's hostPath directories are the VM's.
@@ -236,6 +241,31 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 // DaemonSet's args.
 var agentArgs = []string{"--lvmnode-interval=500ms", "--lvmnode-use-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s"}
 
+// TuneNodeAgents adds the node agent's test-speed intervals (agentArgs)
+// to the args of deploy/'s node DaemonSet, as an operator tunes an
+// install: every node's agent has them, a real node's too (its kubelet
+// runs the DaemonSet's pod as it is). Call it after Install, before the
+// first node.
+func (c *Cluster) TuneNodeAgents(ctx context.Context) error {
+	ds := &appsv1.DaemonSet{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: "thinlvm-node"}, ds); err != nil {
+		return fmt.Errorf("the node DaemonSet: %w", err)
+	}
+	i := slices.IndexFunc(ds.Spec.Template.Spec.Containers, func(ct corev1.Container) bool { return ct.Name == "thinlvm-node" })
+	if i < 0 {
+		return errors.New("the node DaemonSet has no thinlvm-node container")
+	}
+	ct := &ds.Spec.Template.Spec.Containers[i]
+	ct.Args = append(ct.Args, agentArgs...)
+	if err := c.Client.Update(ctx, ds); err != nil {
+		return fmt.Errorf("tune the node DaemonSet: %w", err)
+	}
+	c.mu.Lock()
+	c.agentsTuned = true
+	c.mu.Unlock()
+	return nil
+}
+
 // nodeAgentArgs are the args AddNode adds to a node's agent, then those
 // of the last RestartVMAgent.
 func (c *Cluster) nodeAgentArgs(node string) []string {
@@ -260,31 +290,6 @@ func (c *Cluster) RestartVMAgent(ctx context.Context, node string, extra ...stri
 	return c.StartVMContainers(ctx, node, "thinlvm-node")
 }
 
-// RestartVMLVMD stops a VM node's lvmd and starts it again with extra after
-// the DaemonSet's args (e.g. --lvm-runner=exec); extra replaces an earlier
-// call's, so none restores the DaemonSet's. It returns once the node's
-// lvmd serves again.
-func (c *Cluster) RestartVMLVMD(ctx context.Context, node string, extra ...string) error {
-	if err := c.StopVMContainers(ctx, node, "lvmd"); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	if c.lvmdExtraArgs == nil {
-		c.lvmdExtraArgs = map[string][]string{}
-	}
-	c.lvmdExtraArgs[node] = slices.Clone(extra)
-	c.mu.Unlock()
-	// The container's log is appended to: one more "lvmd serving" is this
-	// start's.
-	served := strings.Count(c.VMLog(node, "lvmd"), `"lvmd serving"`)
-	if err := c.StartVMContainers(ctx, node, "lvmd"); err != nil {
-		return err
-	}
-	return c.WaitFor(ctx, "lvmd serving on "+node, 2*time.Minute, func() (bool, error) {
-		return strings.Count(c.VMLog(node, "lvmd"), `"lvmd serving"`) > served, nil
-	})
-}
-
 // VMPackages are what the VM node needs of this module besides lvmvm's own:
 // podrun, the container runtime. Pass them as lvmvm.Options.Packages.
 var VMPackages = []string{"./e2e/cluster/podrun"}
@@ -295,19 +300,6 @@ func (c *Cluster) NodeProcess(node, container string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return container + "@" + c.nodePods[node]
-}
-
-// VMLog is the log of a container of a VM node's pod.
-func (c *Cluster) VMLog(node, container string) string {
-	c.mu.Lock()
-	podName := c.nodePods[node]
-	vm := c.vmPods[podName]
-	c.mu.Unlock()
-	if vm == nil {
-		return ""
-	}
-	b, _ := os.ReadFile(filepath.Join(vm.ShareDir(), "pods", podName, container+".log"))
-	return string(b)
 }
 
 // StopVMContainers stops containers of a VM node's pod (SIGTERM, and their
@@ -339,25 +331,9 @@ func (c *Cluster) StartVMContainers(ctx context.Context, node string, containers
 		return err
 	}
 	pod.Spec.Containers = slices.DeleteFunc(pod.Spec.Containers, func(ct corev1.Container) bool { return !slices.Contains(containers, ct.Name) })
-	c.mu.Lock()
-	lvmdArgs := slices.Clone(c.lvmdExtraArgs[node])
-	c.mu.Unlock()
 	return c.RunPod(ctx, pod, PodOptions{VM: vm, ExtraArgs: map[string][]string{
 		"thinlvm-node": c.nodeAgentArgs(node),
-		"lvmd":         lvmdArgs,
 	}})
-}
-
-// SetHeartbeats stops or starts every node's heartbeats: kwok plays the
-// nodes' kubelets, and without it the node lifecycle controller marks them
-// NotReady (Unknown) after its grace period and taints them unreachable.
-// Stopping kills kwok with SIGKILL, as a node losing power would.
-func (c *Cluster) SetHeartbeats(on bool) error {
-	if !on {
-		c.Crash("kwok")
-		return nil
-	}
-	return c.Restart("kwok", nil)
 }
 
 // WaitLVMNode waits until the node's LVMNode reports a device class.

@@ -490,7 +490,7 @@ func readBack(ctx context.Context, k *cluster.Cluster, vm *lvmvm.VM, claims []*c
 				return false, err
 			}
 			// Not yet there while the container has not started.
-			if log, err := cluster.RealNodePodLog(ctx, vm, c.pod); err == nil && strings.TrimSpace(log) != "" {
+			if log, err := cluster.RealNodePodLog(ctx, vm, c.pod, ""); err == nil && strings.TrimSpace(log) != "" {
 				lines := strings.Split(strings.TrimSpace(log), "\n")
 				c.read = strings.TrimSpace(lines[len(lines)-1])
 			}

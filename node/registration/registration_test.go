@@ -15,7 +15,7 @@ import (
 )
 
 // The kubelet's side of the protocol is the real kubelet's, in the real-node
-// suite (e2e/node); here the calls it makes, one by one.
+// suite (e2e/cluster, its real node); here the calls it makes, one by one.
 func TestRegistration(t *testing.T) {
 	dir := t.TempDir()
 	s := &Server{Driver: "thinlvm.io", Dir: dir, Endpoint: "/var/lib/kubelet/plugins/thinlvm.io/csi.sock",

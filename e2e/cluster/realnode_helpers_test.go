@@ -1,4 +1,4 @@
-package node
+package cluster_test
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // workload is a pod on the real node running script (busybox sh) with the
 // claims at /v0, /v1, ... (devices there, with block).
 func workload(name string, block bool, script string, claims ...string) *corev1.Pod {
-	pod := cluster.Pod(name, block, cluster.OnNode(Node), claims...)
+	pod := cluster.Pod(name, block, onNode(vmNode), claims...)
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To(int64(1))
 	c := &pod.Spec.Containers[0]
 	c.Image = cluster.BusyboxImage
@@ -123,7 +123,7 @@ func tryPod(t *testing.T, pod *corev1.Pod) (string, error) {
 // would show it.
 func podLog(t *testing.T, pod *corev1.Pod) string {
 	t.Helper()
-	log, err := cluster.RealNodePodLog(context.Background(), vm, pod)
+	log, err := cluster.RealNodePodLog(context.Background(), vm, pod, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ const guestScript = `for p in /proc/[0-9]*; do
     *) [ -z "$cmd" ] || echo "${p#/proc/} [$st] $(cat $p/wchan 2>/dev/null) $cmd";;
   esac
 done
-echo "== containerd's tasks"; timeout 20 /share/bin/ctr --address /run/containerd/containerd.sock -n k8s.io task ls 2>&1
+echo "== containerd's tasks"; timeout 60 /share/bin/ctr --address /run/containerd/containerd.sock -n k8s.io task ls 2>&1
 echo "== dmsetup info"; dmsetup info -c 2>&1
 echo "== dmsetup status"; dmsetup status 2>&1
 echo "== lvs"; lvm lvs -a -o lv_name,lv_attr,lv_size,data_percent,metadata_percent 2>&1
