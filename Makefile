@@ -164,9 +164,9 @@ test-lvm-exec: lvmvm-image
 # the kubelet's stand-in, the guests' timers); two at once fill them. The
 # lanes are balanced by the suites' minutes in e2e/README.md; e2e, whose
 # VM is a real node (on a fresh machine it first builds the kubelet,
-# containerd and runc), has a lane to itself.
-VM_LANE_1 := e2e
-VM_LANE_2 := migration test-lvm-exec sanity chaos test-lvm-shell golden-images
+# containerd and runc), is the longest suite.
+VM_LANE_1 := e2e golden-images
+VM_LANE_2 := migration test-lvm-exec sanity chaos test-lvm-shell
 .PHONY: test-vm vm-lane-1 vm-lane-2
 test-vm: lvmvm-image host-images ## The suites that boot VMs: real-LVM (both runners), csi-sanity, end-to-end, the real node, volumes that move, golden images, faults, in two lanes at once.
 	@THINLVM_E2E_IMAGES=$(BIN)/images $(MAKE) --no-print-directory -j2 vm-lane-1 vm-lane-2
