@@ -4,20 +4,27 @@
 package scheme
 
 import (
-	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	kubeschedulerconfigv1 "k8s.io/kube-scheduler/config/v1"
+	kubeschedulerconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
-	kubeschedulerv1 "k8s.io/kubernetes/pkg/scheduler/apis/config/v1"
 
 	"github.com/thinlvm/thinlvm/scheduler/apis/config"
 	v1 "github.com/thinlvm/thinlvm/scheduler/apis/config/v1"
 )
 
 func init() {
-	// kube-scheduler decodes plugin args with its scheme and converts them
-	// with a second one kept for plugin args: both must know the types.
-	for _, s := range []*runtime.Scheme{kubeschedulerscheme.Scheme, kubeschedulerv1.GetPluginArgConversionScheme()} {
-		utilruntime.Must(config.AddToScheme(s))
-		utilruntime.Must(v1.AddToScheme(s))
-	}
+	// kube-scheduler decodes a configuration with its scheme, made when
+	// its package initialized (before this one): register there. It then
+	// converts plugin args with a second scheme that it builds on first
+	// use from the scheme builders of its internal and v1 config packages:
+	// register with those builders, as scheduler-plugins' args do. Building
+	// that scheme here instead (GetPluginArgConversionScheme) would leave
+	// out the args of every plugin whose package initializes after this
+	// one: in the 1.34 build, scheduler-plugins' (Coscheduling's args
+	// failed to convert).
+	utilruntime.Must(config.AddToScheme(kubeschedulerscheme.Scheme))
+	utilruntime.Must(v1.AddToScheme(kubeschedulerscheme.Scheme))
+	kubeschedulerconfig.SchemeBuilder.Register(config.AddToScheme)
+	kubeschedulerconfigv1.SchemeBuilder.Register(v1.AddToScheme)
 }
