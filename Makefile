@@ -39,6 +39,7 @@ verify: generate verify-imports ## Check formatting, vet, the import boundaries,
 	$(GO) mod tidy -diff
 	cd e2e/topolvm && $(GO) vet ./... && $(GO) mod tidy -diff   # the TopoLVM benchmark's own module compiles
 	cd e2e/cluster/addons && $(GO) mod tidy -diff   # the test cluster's add-ons' module
+	for m in $(K8S_OLDER); do (cd scheduler/k8s$$m && $(GO) mod tidy -diff) || exit 1; done   # each older minor's scheduler module
 	@git diff --exit-code -- . ':!go.sum' || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy/crds deploy/rbac)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy/crds deploy/rbac; exit 1; }
 
@@ -63,13 +64,30 @@ build: ## Build the binaries into bin/.
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
+# The Kubernetes minors thinlvm supports (docs/install.md). The newest is
+# the product module's (go.mod); each older one's scheduler is built in
+# its own module, scheduler/k8s<minor> (docs/scheduler.md), with -tags
+# k8s<minor>, and installed by deploy/k8s<minor>.
+K8S_NEWEST := 1.37
+K8S_OLDER  := 1.34 1.35 1.36
+
 .PHONY: test
-test: test-unit test-fuzz test-images test-monitoring test-vm ## Run all tests: unit and envtest, short fuzzing, images, alerts, then the suites that boot VMs (real-LVM, csi-sanity, end-to-end, the real node, volumes that move, golden images, faults).
+test: test-unit test-minors test-fuzz test-images test-monitoring test-vm ## Run all tests: unit and envtest, every minor's scheduler build, short fuzzing, images, alerts, then the suites that boot VMs (real-LVM, csi-sanity, end-to-end, the real node, volumes that move, golden images, faults) and the compatibility suite on the oldest and newest minors.
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e/ -e /deploy/images -e /deploy/monitoring)
+
+# The flags are deploy/images' and build.sh's for the same minor
+# (-trimpath, no cgo, -tags k8s<minor>): the k8s.io packages a minor's
+# test compiles are those its scheduler image and control plane link.
+.PHONY: test-minors
+test-minors: ## The scheduler for each older Kubernetes minor: the plugin's and the command's unit tests, built in that minor's module.
+	@for m in $(K8S_OLDER); do echo "== Kubernetes $$m (scheduler/k8s$$m)"; \
+	  cmd=github.com/thinlvm/thinlvm/cmd/thinlvm-scheduler; [ ! -f scheduler/k8s$$m/main.go ] || cmd=.; \
+	  (cd scheduler/k8s$$m && CGO_ENABLED=0 $(GO) test -trimpath -tags k8s$$m -count=1 github.com/thinlvm/thinlvm/scheduler/... $$cmd) || exit 1; \
+	done
 
 # go test fuzzes one target per package per run. The budgets are execution
 # counts, about 10s each here: with a -fuzztime duration, runs with no
@@ -165,8 +183,8 @@ test-lvm-exec: lvmvm-image
 # lanes are balanced by the suites' minutes in e2e/README.md; e2e, whose
 # VM is a real node (on a fresh machine it first builds the kubelet,
 # containerd and runc), is the longest suite.
-VM_LANE_1 := e2e golden-images
-VM_LANE_2 := migration test-lvm-exec sanity chaos test-lvm-shell
+VM_LANE_1 := e2e golden-images compat-$(K8S_NEWEST)
+VM_LANE_2 := migration test-lvm-exec sanity chaos test-lvm-shell compat-$(firstword $(K8S_OLDER))
 .PHONY: test-vm vm-lane-1 vm-lane-2
 test-vm: lvmvm-image host-images ## The suites that boot VMs: real-LVM (both runners), csi-sanity, end-to-end, the real node, volumes that move, golden images, faults, in two lanes at once.
 	@THINLVM_E2E_IMAGES=$(BIN)/images $(MAKE) --no-print-directory -j2 vm-lane-1 vm-lane-2
@@ -200,6 +218,14 @@ golden-images: lvmvm-image ## Golden images the KubeVirt way on two real-LVM nod
 .PHONY: chaos
 chaos: lvmvm-image ## The fault suite at CI size: operations while components are SIGKILLed; SEED=N replays a storm.
 	$(GO) test -count=1 -timeout 40m -v -run 'TestStorm' ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
+
+# The compatibility suite on one minor's control plane (compat-1.34, ...);
+# `make compat` runs it on every supported minor.
+.PHONY: compat
+compat: host-images ## The compatibility suite on the control plane of every supported Kubernetes minor: install, placement and binding.
+	@for m in $(K8S_OLDER) $(K8S_NEWEST); do THINLVM_E2E_IMAGES=$(BIN)/images $(MAKE) --no-print-directory compat-$$m || exit 1; done
+compat-%:
+	$(GO) test -count=1 -timeout 40m -v ./e2e/compat/ $(if $(filter $*,$(K8S_NEWEST)),,-args -compat.minor=$*)
 
 .PHONY: bench
 bench: lvmvm-image ## Benchmarks (and every arch's images, checked): lvmd on real lvm2 (ratios), a node full of LVs (about 30 min), lvmd beside TopoLVM's, 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm, the controller's GetCapacity against 2,000 LVMNodes, hollow nodes at 1,000 and 2,500 (HOLLOW_SIZES=a,b).

@@ -38,13 +38,39 @@ type spec struct {
 	roots    []string
 	// user runs the entrypoint; "" for root.
 	user string
+	// minor is the Kubernetes minor of a build made per minor (the
+	// scheduler's), "" for the others: its tag is <tag>-k8s<minor>.
+	minor string
+	// module is the directory of the go.mod the binary is built in ("" for
+	// the product's), pkg the package built there (./cmd/<name> when
+	// empty), buildTags its build tags.
+	module, pkg, buildTags string
+}
+
+// ref is the image's name and tag in the layout, for the build tag.
+func (s spec) ref(tag string) string { return s.name + ":" + s.tag(tag) }
+
+// tag is the image's tag for the build tag: the scheduler's carry the
+// Kubernetes minor they are built for.
+func (s spec) tag(tag string) string {
+	if s.minor == "" {
+		return tag
+	}
+	return tag + "-k8s" + s.minor
 }
 
 // specs are thinlvm's images. lvmd runs lvm2 and the node agent mkfs,
 // mount, xfs_growfs and qemu-img, as root: they need the host's devices.
+// The scheduler is kube-scheduler with ThinLVM, built once per supported
+// Kubernetes minor (docs/scheduler.md): the newest from the product's
+// module, the others from scheduler/k8s<minor>, 1.34 as scheduler-plugins'
+// scheduler.
 var specs = []spec{
 	{name: "thinlvm-controller", user: nonRoot},
-	{name: "thinlvm-scheduler", user: nonRoot},
+	{name: "thinlvm-scheduler", user: nonRoot, minor: "1.37"},
+	{name: "thinlvm-scheduler", user: nonRoot, minor: "1.36", module: "scheduler/k8s1.36", pkg: "github.com/thinlvm/thinlvm/cmd/thinlvm-scheduler", buildTags: "k8s1.36"},
+	{name: "thinlvm-scheduler", user: nonRoot, minor: "1.35", module: "scheduler/k8s1.35", pkg: "github.com/thinlvm/thinlvm/cmd/thinlvm-scheduler", buildTags: "k8s1.35"},
+	{name: "thinlvm-scheduler", user: nonRoot, minor: "1.34", module: "scheduler/k8s1.34", pkg: ".", buildTags: "k8s1.34"},
 	{name: "thinlvm-lvmd", packages: "lvmd", roots: []string{"lvm2", "thin-provisioning-tools"}},
 	{name: "thinlvm-node", packages: "node", roots: []string{"e2fsprogs", "xfsprogs", "util-linux", "mount", "qemu-utils", "ca-certificates"}},
 }
@@ -63,9 +89,10 @@ type built struct {
 	images map[string]v1.Image
 }
 
-// buildAll builds every image for each of archs (a subset of arches, in
-// their order): the binaries, then their layers, then the index.
-func buildAll(ctx context.Context, packagesDir, debDir, tag string, archs []string) ([]built, error) {
+// buildAll builds each of specs' images for each of archs (a subset of
+// arches, in their order): the binaries, then their layers, then the
+// index.
+func buildAll(ctx context.Context, specs []spec, packagesDir, debDir, tag string, archs []string) ([]built, error) {
 	tmp, err := os.MkdirTemp("", "thinlvm-images")
 	if err != nil {
 		return nil, err
@@ -82,8 +109,8 @@ func buildAll(ctx context.Context, packagesDir, debDir, tag string, archs []stri
 		b := built{spec: s, tag: tag, images: map[string]v1.Image{}}
 		var adds []mutate.IndexAddendum
 		for _, arch := range archs {
-			bin := filepath.Join(tmp, arch, s.name)
-			if err := goBuild(ctx, "./cmd/"+s.name, bin, arch); err != nil {
+			bin := filepath.Join(tmp, arch, s.tag(tag), s.name)
+			if err := goBuild(ctx, s, bin, arch); err != nil {
 				return nil, err
 			}
 			var debs []string
@@ -107,14 +134,25 @@ func buildAll(ctx context.Context, packagesDir, debDir, tag string, archs []stri
 	return out, nil
 }
 
-// goBuild builds a static linux binary for arch; -trimpath and the
-// module's own version stamps keep it the same from build to build.
-func goBuild(ctx context.Context, pkg, out, arch string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+// goBuild builds s's static linux binary for arch; -trimpath and the
+// module's own version stamps keep it the same from build to build. The
+// flags are those of the per-minor unit tests and e2e/cluster/build.sh, so
+// that a minor's k8s.io packages compile once for all three.
+func goBuild(ctx context.Context, s spec, out, arch string) error {
+	pkg := s.pkg
+	if pkg == "" {
+		pkg = "./cmd/" + s.name
+	}
+	out, err := filepath.Abs(out)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", s.buildTags, "-o", out, pkg)
+	cmd.Dir = s.module
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s for %s: %w", pkg, arch, err)
+		return fmt.Errorf("go build %s for %s (%s): %w", pkg, s.ref("<tag>"), arch, err)
 	}
 	return nil
 }
@@ -170,7 +208,7 @@ func image(s spec, arch, bin string, debs []string, tag string) (v1.Image, error
 	cf.Config.WorkingDir = "/"
 	cf.Config.Labels = map[string]string{
 		"org.opencontainers.image.title":    s.name,
-		"org.opencontainers.image.version":  tag,
+		"org.opencontainers.image.version":  s.tag(tag),
 		"org.opencontainers.image.source":   "https://github.com/thinlvm/thinlvm",
 		"org.opencontainers.image.licenses": "Apache-2.0",
 	}

@@ -67,7 +67,7 @@ func buildOnce(t *testing.T) []built {
 			buildErr = err
 			return
 		}
-		images, buildErr = buildAll(context.Background(), "deploy/images", debCache(t), defaultTag, testArches(t))
+		images, buildErr = buildAll(context.Background(), specs, "deploy/images", debCache(t), defaultTag, testArches(t))
 	})
 	if buildErr != nil {
 		t.Fatalf("build the images: %v", buildErr)
@@ -91,7 +91,7 @@ func digests(t *testing.T, bs []built) map[string]v1.Hash {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[b.spec.name] = d
+		out[b.spec.ref(b.tag)] = d
 	}
 	return out
 }
@@ -110,7 +110,7 @@ func TestReproducible(t *testing.T) {
 	if *layoutFlag != "" {
 		second = layoutDigests(t, *layoutFlag)
 	} else {
-		again, err := buildAll(context.Background(), "deploy/images", debCache(t), defaultTag, testArches(t))
+		again, err := buildAll(context.Background(), specs, "deploy/images", debCache(t), defaultTag, testArches(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,8 +126,8 @@ func TestReproducible(t *testing.T) {
 	}
 }
 
-// layoutDigests is the digest of each image index an OCI layout names
-// with the default tag, by image name.
+// layoutDigests is the digest of each image index an OCI layout names,
+// by its name and tag.
 func layoutDigests(t *testing.T, dir string) map[string]v1.Hash {
 	t.Helper()
 	idx, err := layout.ImageIndexFromPath(dir)
@@ -140,9 +140,7 @@ func layoutDigests(t *testing.T, dir string) map[string]v1.Hash {
 	}
 	out := map[string]v1.Hash{}
 	for _, d := range m.Manifests {
-		if n, tag, _ := strings.Cut(d.Annotations["org.opencontainers.image.ref.name"], ":"); tag == defaultTag {
-			out[n] = d.Digest
-		}
+		out[d.Annotations["org.opencontainers.image.ref.name"]] = d.Digest
 	}
 	return out
 }
@@ -160,7 +158,7 @@ func TestPushAndLayout(t *testing.T) {
 		wantPlatforms = append(wantPlatforms, "linux/"+a)
 	}
 	for _, b := range bs {
-		ref := prefix + "/" + b.spec.name + ":" + defaultTag
+		ref := prefix + "/" + b.spec.ref(defaultTag)
 		if err := push(context.Background(), ref, b.index, true); err != nil {
 			t.Fatal(err)
 		}
@@ -213,13 +211,32 @@ func TestPushAndLayout(t *testing.T) {
 	if err := yaml.Unmarshal(kust, &k); err != nil {
 		t.Fatal(err)
 	}
+	// deploy/ installs the newest minor's scheduler, deploy/k8s<minor>
+	// each older one's.
 	for _, s := range specs {
+		if s.minor != "" && s.module != "" {
+			overlay, err := os.ReadFile("deploy/k8s" + s.minor + "/kustomization.yaml")
+			if err != nil {
+				t.Errorf("no install for the %s build: %v", s.ref(defaultTag), err)
+				continue
+			}
+			var o struct {
+				Images []struct{ Name, NewTag string }
+			}
+			if err := yaml.Unmarshal(overlay, &o); err != nil {
+				t.Fatal(err)
+			}
+			if len(o.Images) != 1 || !strings.HasSuffix(o.Images[0].Name, "/"+s.name) || o.Images[0].NewTag != s.tag(defaultTag) {
+				t.Errorf("deploy/k8s%s installs %+v, the build makes %s", s.minor, o.Images, s.ref(defaultTag))
+			}
+			continue
+		}
 		found := false
 		for _, i := range k.Images {
 			if i.Name == s.name {
 				found = true
-				if i.NewTag != defaultTag || !strings.HasSuffix(i.NewName, "/"+s.name) {
-					t.Errorf("deploy installs %s as %s:%s, the build makes %s:%s", s.name, i.NewName, i.NewTag, s.name, defaultTag)
+				if i.NewTag != s.tag(defaultTag) || !strings.HasSuffix(i.NewName, "/"+s.name) {
+					t.Errorf("deploy installs %s as %s:%s, the build makes %s", s.name, i.NewName, i.NewTag, s.ref(defaultTag))
 				}
 			}
 		}
@@ -236,14 +253,14 @@ func TestPushAndLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range specs {
-		if !strings.Contains(string(idx), `"`+s.name+":"+defaultTag+`"`) {
-			t.Errorf("the layout's index does not name %s:%s", s.name, defaultTag)
+		if !strings.Contains(string(idx), `"`+s.ref(defaultTag)+`"`) {
+			t.Errorf("the layout's index does not name %s", s.ref(defaultTag))
 		}
 	}
 	// The harness runs what imageroot finds in the layout: this machine's
 	// image of each index.
 	for _, b := range bs {
-		img, err := imageroot.Find(dir, b.spec.name+":"+defaultTag)
+		img, err := imageroot.Find(dir, b.spec.ref(defaultTag))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +290,7 @@ func TestImagesRun(t *testing.T) {
 			{"/bin/mount", "--version"}, {"/usr/bin/prlimit", "--version"}, {"/sbin/blkid", "-V"}},
 	}
 	for _, b := range bs {
-		t.Run(b.spec.name, func(t *testing.T) {
+		t.Run(b.spec.ref(b.tag), func(t *testing.T) {
 			img := b.images[runtime.GOARCH]
 			if img == nil {
 				t.Fatalf("no linux/%s image", runtime.GOARCH)
@@ -313,7 +330,7 @@ func TestImagesArch(t *testing.T) {
 	debian := map[string][]string{"thinlvm-lvmd": {"/sbin/lvm"}, "thinlvm-node": {"/sbin/mkfs.xfs"}}
 	for _, b := range bs {
 		for _, arch := range testArches(t) {
-			t.Run(b.spec.name+"/"+arch, func(t *testing.T) {
+			t.Run(b.spec.ref(b.tag)+"/"+arch, func(t *testing.T) {
 				img := b.images[arch]
 				if img == nil {
 					t.Fatalf("no linux/%s image", arch)

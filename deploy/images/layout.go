@@ -26,7 +26,7 @@ func writeLayout(dir string, images []built) error {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, b := range images {
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: b.index, Descriptor: v1.Descriptor{
-			Annotations: map[string]string{"org.opencontainers.image.ref.name": b.spec.name + ":" + b.tag},
+			Annotations: map[string]string{"org.opencontainers.image.ref.name": b.spec.ref(b.tag)},
 		}})
 	}
 	if _, err := layout.Write(dir, idx); err != nil {

@@ -10,9 +10,10 @@
 // the first time they are missing). It writes an OCI image layout and,
 // with -push, pushes the indexes to a registry. Two builds from the same
 // commit give the same digests: every file's time is the epoch and every
-// list is sorted.
+// list is sorted. The scheduler's image is built once per supported
+// Kubernetes minor, tagged <tag>-k8s<minor> (-k8s-minors picks fewer).
 //
-//	go run ./deploy/images -out bin/images [-arch amd64,arm64] [-push registry/repo] [-tag v0.1.0]
+//	go run ./deploy/images -out bin/images [-arch amd64,arm64] [-k8s-minors 1.37] [-push registry/repo] [-tag v0.1.0]
 package main
 
 import (
@@ -34,6 +35,7 @@ func main() {
 	flag.StringVar(&o.packages, "packages", "deploy/images", "directory of the <image>.packages lists")
 	flag.BoolVar(&o.insecure, "insecure", false, "push over plain HTTP (a registry on this machine)")
 	archList := flag.String("arch", strings.Join(arches, ","), "comma-separated architectures to build the images for")
+	flag.StringVar(&o.minors, "k8s-minors", "", "comma-separated Kubernetes minors to build the scheduler for (e.g. 1.34, or newest); empty: every supported one")
 	pinOnly := flag.Bool("pin", false, "only rewrite the .packages lists from the machine's Debian sources")
 	flag.Parse()
 	if o.debs == "" {
@@ -64,7 +66,10 @@ func main() {
 
 type options struct {
 	out, push, tag, debs, packages string
-	insecure                       bool
+	// minors are the Kubernetes minors whose scheduler is built, "" for
+	// all (a test bed needs one).
+	minors   string
+	insecure bool
 	// arches are the architectures built, in the order of arches.
 	arches []string
 }
@@ -91,7 +96,11 @@ func parseArches(list string) ([]string, error) {
 }
 
 func run(ctx context.Context, o options) error {
-	built, err := buildAll(ctx, o.packages, o.debs, o.tag, o.arches)
+	want, err := selectSpecs(o.minors)
+	if err != nil {
+		return err
+	}
+	built, err := buildAll(ctx, want, o.packages, o.debs, o.tag, o.arches)
 	if err != nil {
 		return err
 	}
@@ -103,11 +112,11 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%s:%s %s\n", b.spec.name, o.tag, d)
+		fmt.Printf("%s %s\n", b.spec.ref(o.tag), d)
 	}
 	if o.push != "" {
 		for _, b := range built {
-			ref := strings.TrimSuffix(o.push, "/") + "/" + b.spec.name + ":" + o.tag
+			ref := strings.TrimSuffix(o.push, "/") + "/" + b.spec.ref(o.tag)
 			if err := push(ctx, ref, b.index, o.insecure); err != nil {
 				return err
 			}
@@ -115,4 +124,32 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	return nil
+}
+
+// selectSpecs is specs with the scheduler of the listed Kubernetes minors
+// only (comma-separated, "newest" for the product module's; "" for every
+// one).
+func selectSpecs(minors string) ([]spec, error) {
+	if minors == "" {
+		return specs, nil
+	}
+	list := strings.Split(minors, ",")
+	var out []spec
+	found := map[string]bool{}
+	for _, s := range specs {
+		newest := s.minor != "" && s.module == "" // built in the product's module
+		if newest && slices.Contains(list, "newest") {
+			found["newest"] = true
+		}
+		if s.minor == "" || slices.Contains(list, s.minor) || newest && slices.Contains(list, "newest") {
+			out = append(out, s)
+			found[s.minor] = true
+		}
+	}
+	for _, m := range list {
+		if !found[m] {
+			return nil, fmt.Errorf("-k8s-minors: no scheduler build for Kubernetes %q", m)
+		}
+	}
+	return out, nil
 }

@@ -12,6 +12,10 @@
 #                            at the product's Kubernetes version); runc
 #                            links its C part (nsenter) statically
 # usage: build.sh [BINARY...]   (default: etcd kube-apiserver)
+# With K8S_MODULE=scheduler/k8s<minor> the k8s.io/kubernetes binaries are
+# that older minor's, built in its module (with -tags k8s<minor>, as the
+# minor's scheduler is, so that they share its compiled packages) into a
+# directory of their own: the compatibility suite's control plane.
 # Prints the directory that holds the binaries (KUBEBUILDER_ASSETS) last.
 # Each group (the k8s.io/kubernetes binaries, the add-ons) is one go build, so
 # that the packages its binaries share compile once; the add-ons come after
@@ -21,11 +25,15 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE=${THINLVM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/thinlvm}
 
-modver() { (cd "$1" && go list -m -f '{{.Version}}' "$2"); }
-K8S=$(modver "$ROOT" k8s.io/kubernetes)
+modver() { (cd "$1" && go list -m -f '{{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}' "$2"); }
+K8S_DIR=$ROOT K8S_TAGS=
+if [ -n "${K8S_MODULE:-}" ]; then
+  K8S_DIR=$ROOT/$K8S_MODULE K8S_TAGS=${K8S_MODULE##*/}
+fi
+K8S=$(modver "$K8S_DIR" k8s.io/kubernetes)
 ETCD=$(modver "$ROOT/e2e/cluster/etcd" go.etcd.io/etcd/server/v3)
 # The wrapper modules pin every other version: their go.mod files are the key.
-WRAP=$(cat "$ROOT"/e2e/cluster/*/go.mod | sha256sum | cut -c1-12)
+WRAP=$(cat "$ROOT"/e2e/cluster/*/go.mod ${K8S_MODULE:+"$K8S_DIR/go.mod"} | sha256sum | cut -c1-12)
 BIN=$CACHE/k8s/bin-k8s$K8S-etcd$ETCD-$WRAP
 mkdir -p "$BIN"
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver)
@@ -83,7 +91,7 @@ for t in "${targets[@]}"; do
     *) echo "build: unknown binary $t" >&2; exit 2 ;;
   esac
 done
-[ ${#k8s[@]} -eq 0 ] || build_group "$ROOT" "$(k8s_ldflags)" "${k8s[@]}"
+[ ${#k8s[@]} -eq 0 ] || TAGS=$K8S_TAGS build_group "$K8S_DIR" "$(k8s_ldflags)" "${k8s[@]}"
 [ ${#addons[@]} -eq 0 ] || build_group "$ROOT/e2e/cluster/addons" "" "${addons[@]}"
 # runc's nsenter is C, run before the Go runtime starts: cgo, linked
 # statically (with Debian's libseccomp.a, libseccomp-dev: containerd gives

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -52,6 +53,13 @@ type Options struct {
 	// about 650 writes a second, all of one small host's API server. Pair
 	// it with a --node-monitor-grace-period longer than 20 minutes.
 	SlowHeartbeats bool
+	// K8sMinor, when set to an older supported minor than the product's
+	// (e.g. "1.34"), runs that minor's kube-apiserver,
+	// kube-controller-manager, kube-scheduler and kubectl, built in
+	// scheduler/k8s<minor>, and Install applies deploy/k8s<minor>: the
+	// install on that minor's control plane (e2e/compat). The rest (etcd,
+	// kwok, the CSI sidecars) is the same for every minor.
+	K8sMinor string
 }
 
 // Cluster is a running local control plane.
@@ -63,6 +71,12 @@ type Cluster struct {
 	// K8sBin holds the Kubernetes binaries; Bin the harness's own (podrun,
 	// fakelvm) and, in Bin/images, thinlvm's images as an OCI layout.
 	K8sBin, Bin string
+	// ControlBin holds kube-apiserver, kube-controller-manager,
+	// kube-scheduler and kubectl: K8sBin's, or Options.K8sMinor's.
+	ControlBin string
+	// Deploy is the kustomization Install applies: deploy/, or
+	// deploy/k8s<minor> for Options.K8sMinor.
+	Deploy string
 	// CapacityPoll is how often the provisioner refreshes
 	// CSIStorageCapacity; set before StartThinlvm. Default 5s.
 	CapacityPoll time.Duration
@@ -192,12 +206,13 @@ var k8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", 
 // buildK8s has build.sh build (cached) the named binaries and returns their
 // directory; build.sh's stderr goes to log, each binary it starts to build
 // to progress.
-func buildK8s(ctx context.Context, log io.Writer, progress func(Progress), names ...string) (string, error) {
+func buildK8s(ctx context.Context, log io.Writer, progress func(Progress), env []string, names ...string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "e2e", "cluster", "build.sh"), names...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = &buildLog{log: log, progress: progress}
 	out, err := cmd.Output()
 	if err != nil {
@@ -208,15 +223,16 @@ func buildK8s(ctx context.Context, log io.Writer, progress func(Progress), names
 }
 
 // Build builds (cached) the Kubernetes binaries and thinlvm's, returning
-// their directories. It tells progress (not nil) each binary it starts to
-// build; build.sh's output goes to log unchanged.
-func Build(ctx context.Context, log io.Writer, progress func(Progress)) (k8sBin, bin string, err error) {
+// their directories; the images have the scheduler of Kubernetes minor
+// ("" for the newest). It tells progress (not nil) each binary it starts
+// to build; build.sh's output goes to log unchanged.
+func Build(ctx context.Context, log io.Writer, progress func(Progress), minor string) (k8sBin, bin string, err error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", "", err
 	}
 	progress(Progress{Step: "checking the cached Kubernetes binaries", Since: time.Now()})
-	k8sBin, err = buildK8s(ctx, log, progress, k8sBinaries...)
+	k8sBin, err = buildK8s(ctx, log, progress, nil, k8sBinaries...)
 	if err != nil {
 		return "", "", err
 	}
@@ -252,8 +268,10 @@ func Build(ctx context.Context, log io.Writer, progress func(Progress)) (k8sBin,
 		return k8sBin, bin, nil
 	}
 	progress(Progress{Step: "building thinlvm's images", N: buildComponents, Of: buildComponents, Since: time.Now()})
-	// This machine's arch only: the pods run here.
-	images := exec.CommandContext(ctx, "go", "run", "./deploy/images", "-arch="+goruntime.GOARCH, "-out", filepath.Join(bin, "images"))
+	// This machine's arch only (the pods run here), and the scheduler of
+	// one Kubernetes minor: the control plane's.
+	images := exec.CommandContext(ctx, "go", "run", "./deploy/images", "-arch="+goruntime.GOARCH, "-k8s-minors="+cmp.Or(minor, "newest"),
+		"-out", filepath.Join(bin, "images"))
 	images.Dir = root
 	built, err := images.CombinedOutput()
 	if err != nil {
@@ -288,8 +306,24 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 			c.Stop()
 		}
 	}()
-	if c.K8sBin, c.Bin, err = Build(ctx, logw, progress); err != nil {
+	if c.K8sBin, c.Bin, err = Build(ctx, logw, progress, o.K8sMinor); err != nil {
 		return c, err
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return c, err
+	}
+	c.ControlBin, c.Deploy = c.K8sBin, filepath.Join(root, "deploy")
+	if o.K8sMinor != "" {
+		module := filepath.Join("scheduler", "k8s"+o.K8sMinor)
+		if _, err := os.Stat(filepath.Join(root, module, "go.mod")); err != nil {
+			return c, fmt.Errorf("Kubernetes %s: no scheduler build for it (%w)", o.K8sMinor, err)
+		}
+		c.Deploy = filepath.Join(root, "deploy", "k8s"+o.K8sMinor)
+		if c.ControlBin, err = buildK8s(ctx, logw, progress, []string{"K8S_MODULE=" + module},
+			"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"); err != nil {
+			return c, err
+		}
 	}
 	for _, d := range []string{"logs", "pki", "etcd"} {
 		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
@@ -323,7 +357,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		"--initial-cluster=e2e=http://127.0.0.1:"+strconv.Itoa(peerPort), "--unsafe-no-fsync", "--log-level=warn"); err != nil {
 		return c, err
 	}
-	if err := c.Run("kube-apiserver", nil, filepath.Join(c.K8sBin, "kube-apiserver"),
+	if err := c.Run("kube-apiserver", nil, filepath.Join(c.ControlBin, "kube-apiserver"),
 		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(etcdPort), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--secure-port="+strconv.Itoa(c.apiPort), "--tls-cert-file="+p("apiserver.crt"), "--tls-private-key-file="+p("apiserver.key"),
 		"--client-ca-file="+p("ca.crt"), "--token-auth-file="+p("tokens.csv"), "--authorization-mode=Node,RBAC",
@@ -345,7 +379,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 	progress(Progress{Step: "starting controller-manager, scheduler, kwok", Since: time.Now()})
-	if err := c.Run("kube-controller-manager", nil, append([]string{filepath.Join(c.K8sBin, "kube-controller-manager"),
+	if err := c.Run("kube-controller-manager", nil, append([]string{filepath.Join(c.ControlBin, "kube-controller-manager"),
 		"--kubeconfig=" + c.Kubeconfig, "--authentication-kubeconfig=" + c.Kubeconfig, "--authorization-kubeconfig=" + c.Kubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(kcmPort), "--leader-elect=false",
 		"--service-account-private-key-file=" + p("sa.key"), "--root-ca-file=" + p("ca.crt"), "--use-service-account-credentials=true",
@@ -359,7 +393,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := os.WriteFile(schedCfg, fmt.Appendf(nil, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: %q}\nleaderElection: {leaderElect: false}\n", c.Kubeconfig), 0o644); err != nil {
 		return c, err
 	}
-	if err := c.Run("kube-scheduler", nil, filepath.Join(c.K8sBin, "kube-scheduler"), "--config="+schedCfg,
+	if err := c.Run("kube-scheduler", nil, filepath.Join(c.ControlBin, "kube-scheduler"), "--config="+schedCfg,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort), "--authentication-kubeconfig="+c.Kubeconfig,
 		"--authorization-kubeconfig="+c.Kubeconfig); err != nil {
 		return c, err

@@ -76,6 +76,16 @@ func program(image string) string {
 	return name
 }
 
+// layoutRef is how the images' OCI layout names an image: its last path
+// element with its tag, e.g. ghcr.io/thinlvm/thinlvm-scheduler:v0.1.0-k8s1.34
+// -> thinlvm-scheduler:v0.1.0-k8s1.34 (the scheduler has one per
+// Kubernetes minor); without a tag, any image of that name.
+func layoutRef(image string) string {
+	ref := image[strings.LastIndex(image, "/")+1:]
+	ref, _, _ = strings.Cut(ref, "@")
+	return ref
+}
+
 // RunPod starts the containers of a pod. Process names are
 // "<container>@<pod>".
 func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) error {
@@ -167,7 +177,7 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 // host, or in the VM (o.VM). volumes are the pod's volume directories as
 // the place it runs sees them.
 func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.Container, env map[string]string, volumes map[string]string, o PodOptions) error {
-	img, err := imageroot.Find(filepath.Join(c.Bin, "images"), program(ct.Image))
+	img, err := imageroot.Find(filepath.Join(c.Bin, "images"), layoutRef(ct.Image))
 	if err != nil {
 		return err
 	}
@@ -175,7 +185,7 @@ func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.C
 	if err != nil {
 		return err
 	}
-	root, err := c.imageRoot(ctx, program(ct.Image), img, o.VM)
+	root, err := c.imageRoot(ctx, layoutRef(ct.Image), img, o.VM)
 	if err != nil {
 		return err
 	}
@@ -288,8 +298,9 @@ func (c *Cluster) imageRoot(ctx context.Context, image string, img v1.Image, vm 
 	flat := imageroot.Flatten(img)
 	defer flat.Close()
 	var root string
+	dir := strings.ReplaceAll(image, ":", "_") // name_tag
 	if vm == nil {
-		root = filepath.Join(c.Dir, "images", image)
+		root = filepath.Join(c.Dir, "images", dir)
 		if err := imageroot.Unpack(flat, root); err != nil {
 			return "", err
 		}
@@ -297,7 +308,7 @@ func (c *Cluster) imageRoot(ctx context.Context, image string, img v1.Image, vm 
 		if err := os.MkdirAll(filepath.Join(vm.ShareDir(), "images"), 0o755); err != nil {
 			return "", err
 		}
-		tarPath := filepath.Join(vm.ShareDir(), "images", image+".tar")
+		tarPath := filepath.Join(vm.ShareDir(), "images", dir+".tar")
 		f, err := os.Create(tarPath)
 		if err != nil {
 			return "", err
@@ -309,8 +320,8 @@ func (c *Cluster) imageRoot(ctx context.Context, image string, img v1.Image, vm 
 		if err != nil {
 			return "", err
 		}
-		root = "/run/images/" + image
-		if _, err := vm.Run(ctx, "/share/bin/podrun", "unpack", "--tar=/share/images/"+image+".tar", "--to="+root); err != nil {
+		root = "/run/images/" + dir
+		if _, err := vm.Run(ctx, "/share/bin/podrun", "unpack", "--tar=/share/images/"+dir+".tar", "--to="+root); err != nil {
 			return "", fmt.Errorf("unpack %s in the VM: %w", image, err)
 		}
 		_ = os.Remove(tarPath)
@@ -694,7 +705,7 @@ func (c *Cluster) WaitPods(ctx context.Context, namespace string, labels map[str
 
 // kubectl runs the built kubectl with the admin kubeconfig.
 func (c *Cluster) kubectl(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.K8sBin, "kubectl"), append([]string{"--kubeconfig=" + c.Kubeconfig}, args...)...)
+	cmd := exec.CommandContext(ctx, filepath.Join(c.ControlBin, "kubectl"), append([]string{"--kubeconfig=" + c.Kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)

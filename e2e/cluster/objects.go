@@ -56,8 +56,14 @@ func Pod(name string, block bool, affinity *corev1.Affinity, claims ...string) *
 }
 
 // OnNode is the affinity that pins a pod to a node.
-func OnNode(node string) *corev1.Affinity {
+func OnNode(node string) *corev1.Affinity { return requireLabel("kubernetes.io/hostname", node) }
+
+// Labelled is the affinity that keeps a pod to the nodes labelled key=true
+// (a test's own nodes).
+func Labelled(key string) *corev1.Affinity { return requireLabel(key, "true") }
+
+func requireLabel(key, value string) *corev1.Affinity {
 	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
-			{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}}
+			{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}}}}}}}}
 }

@@ -184,7 +184,7 @@ func (c *Cluster) RealNodeLogs(vm *lvmvm.VM) string {
 
 // nodeBins builds (cached) the node's programs.
 func (c *Cluster) nodeBins(ctx context.Context) (map[string]string, error) {
-	dir, err := buildK8s(ctx, c.log, func(Progress) {}, nodeBinaries...)
+	dir, err := buildK8s(ctx, c.log, func(Progress) {}, nil, nodeBinaries...)
 	if err != nil {
 		return nil, err
 	}

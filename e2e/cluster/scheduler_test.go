@@ -7,22 +7,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/cluster"
 )
 
-func labelled(key string) *corev1.Affinity {
-	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
-			{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}}}}}}}
-}
+var labelled = cluster.Labelled
 
 func addNodes(t testing.TB, prefix, label string, n int, size uint64) []string {
 	t.Helper()
@@ -99,76 +90,6 @@ func TestSchedulerBurstNeverOversubscribes(t *testing.T) {
 		objs = append(objs, pod(p, false, nil), pvc(p, "", "1Gi", false))
 	}
 	deleteAll(t, objs...)
-}
-
-// With a golden base Ready on 2 of 5 nodes, VM disks made from it go to
-// those nodes first, spread between them. The fake nodes have no devices to
-// populate a base into, so the two holders get a sealed base LV in their
-// simulated lvm; their agents find and report it as they would a populated
-// one.
-func TestSchedulerGoldenBaseLocality(t *testing.T) {
-	nodes := addNodes(t, "gold", "gold", 5, 0)
-	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}, Spec: thinlvmv1.GoldenImageSpec{
-		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: "http://127.0.0.1:1/unreachable.img", SHA256: strings.Repeat("0", 64)}},
-		Size:   resource.MustParse("2Gi")}}
-	create(t, gi)
-	defer deleteAll(t, gi)
-	for _, n := range nodes[:2] {
-		if err := k.AddFakeBase(n, gi); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Any change of the GoldenImage makes every agent look at its bases.
-	patch := client.MergeFrom(gi.DeepCopy())
-	gi.Annotations = map[string]string{"test/touch": "1"}
-	if err := k.Client.Patch(ctx, gi, patch); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the GoldenImage Ready on 2 nodes", time.Minute, func() (bool, error) {
-		err := k.Client.Get(ctx, client.ObjectKeyFromObject(gi), gi)
-		return err == nil && gi.Status.ReadyNodes == 2, err
-	})
-	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "thinlvm-golden"}, Provisioner: thinlvmv1.DriverName,
-		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), Parameters: map[string]string{"thinlvm.io/golden-image": "ubuntu"}}
-	if err := cluster.IgnoreAlreadyExists(k.Client.Create(ctx, sc)); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes {
-		if err := k.WaitCapacityFor(ctx, n, sc.Name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var pods []string
-	for i := range 4 {
-		name := fmt.Sprintf("vm-disk-%d", i)
-		pods = append(pods, name)
-		create(t, pvc(name, "thinlvm-golden", "10Gi", true), pod(name, true, labelled("gold"), name))
-		running(t, name) // one VM at a time, as a user starts them
-	}
-	per := placement(t, pods)
-	if per[nodes[0]] != 2 || per[nodes[1]] != 2 {
-		t.Errorf("placement %v: want 2 VM disks on each of %s and %s (the base's nodes)", per, nodes[0], nodes[1])
-	}
-	var objs []client.Object
-	for _, p := range pods {
-		objs = append(objs, pod(p, true, nil), pvc(p, "", "1Gi", true))
-	}
-	deleteAll(t, objs...)
-}
-
-// A pod deleted and made again for its Bound claim (a StatefulSet pod
-// re-created, a VM restarted on its root disk) runs again, on the claim's
-// node.
-func TestPodRecreatedForItsBoundClaim(t *testing.T) {
-	create(t, pvc("again-data", storageClass, "1Gi", false), pod("again", false, nil, "again-data"))
-	first := running(t, "again").Spec.NodeName
-	_, pv := bound(t, "again-data")
-	deleteAll(t, pod("again", false, nil))
-	create(t, pod("again", false, nil, "again-data"))
-	if got := running(t, "again").Spec.NodeName; got != first || got != pvNode(pv) {
-		t.Errorf("re-created pod on %s; first on %s, volume on %s", got, first, pvNode(pv))
-	}
-	deleteAll(t, pod("again", false, nil), pvc("again-data", "", "1Gi", false))
 }
 
 // The thinlvm scheduler dies after it wrote a claim's selected node and

@@ -40,7 +40,8 @@ var (
 	nodePods       = map[string]string{"app.kubernetes.io/name": "thinlvm", "app.kubernetes.io/component": "node"}
 )
 
-// Install installs thinlvm as a user would: `kubectl apply -k deploy/`,
+// Install installs thinlvm as a user would: `kubectl apply -k deploy/`
+// (deploy/k8s<minor> on an older minor's control plane: Options.K8sMinor),
 // after what the cluster must provide (the VolumeSnapshot CRDs and the
 // snapshot controller). Then it runs, as the kubelet would, the controller
 // and scheduler pods the Deployments made, each with its ServiceAccount's
@@ -60,7 +61,7 @@ func (c *Cluster) Install(ctx context.Context) error {
 	if err := c.Run("snapshot-controller", nil, filepath.Join(c.K8sBin, "snapshot-controller"), "--kubeconfig="+c.Kubeconfig, "--leader-election=false", "-v=2"); err != nil {
 		return err
 	}
-	if _, err := c.kubectl(ctx, "apply", "-k", filepath.Join(root, "deploy")); err != nil {
+	if _, err := c.kubectl(ctx, "apply", "-k", c.Deploy); err != nil {
 		return err
 	}
 	control := &corev1.Node{
@@ -456,14 +457,10 @@ func (c *Cluster) WaitCapacityFor(ctx context.Context, node, storageClass string
 	})
 }
 
-// Uninstall deletes what Install applied from deploy/ (docs/uninstall.md,
-// step 2): kubectl delete -k deploy/. It does not wait for the namespace to
+// Uninstall deletes what Install applied (docs/uninstall.md, step 2):
+// kubectl delete -k deploy/. It does not wait for the namespace to
 // go: its pods are this harness's processes, which Stop ends.
 func (c *Cluster) Uninstall(ctx context.Context) error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	_, err = c.kubectl(ctx, "delete", "-k", filepath.Join(root, "deploy"), "--wait=false", "--ignore-not-found")
+	_, err := c.kubectl(ctx, "delete", "-k", c.Deploy, "--wait=false", "--ignore-not-found")
 	return err
 }

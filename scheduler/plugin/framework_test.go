@@ -22,7 +22,6 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
 	kubeschedulerconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
@@ -102,6 +101,13 @@ func TestScheduleWithBoundClaims(t *testing.T) {
 	f.pvcs["default/scratch"].Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
 	objs = append(objs, f.pvcs["default/scratch"])
 
+	// As the API server would: VolumeBinding's assume cache (1.34) parses
+	// the claims' and volumes' resourceVersion.
+	for _, o := range objs {
+		if m, ok := o.(metav1.Object); ok && m.GetResourceVersion() == "" {
+			m.SetResourceVersion("1")
+		}
+	}
 	client := clientsetfake.NewClientset(objs...)
 	var mu sync.Mutex
 	bindings := map[string]string{}
@@ -149,7 +155,7 @@ func TestScheduleWithBoundClaims(t *testing.T) {
 	sched, err := scheduler.New(ctx, client, factory, nil, profile.NewRecorderFactory(broadcaster),
 		scheduler.WithProfiles(deployedProfiles(t)...),
 		scheduler.WithFrameworkOutOfTreeRegistry(frameworkruntime.Registry{
-			Name: func(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+			Name: func(_ context.Context, obj runtime.Object, _ handle) (fwPlugin, error) {
 				args, ok := obj.(*config.ThinLVMArgs)
 				if !ok {
 					return nil, fmt.Errorf("args are %T", obj)

@@ -63,16 +63,6 @@ type Plugin struct {
 	held   map[string]*corev1.Pod
 }
 
-var (
-	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
-	_ fwk.FilterPlugin      = (*Plugin)(nil)
-	_ fwk.PreScorePlugin    = (*Plugin)(nil)
-	_ fwk.ReservePlugin     = (*Plugin)(nil)
-	_ fwk.ScorePlugin       = (*Plugin)(nil)
-	_ fwk.EnqueueExtensions = (*Plugin)(nil)
-	_ fwk.SignPlugin        = (*Plugin)(nil)
-)
-
 // Lister is what the plugin reads of the cluster; tests give a fake.
 type Lister interface {
 	PVC(namespace, name string) (*corev1.PersistentVolumeClaim, error)
@@ -94,7 +84,7 @@ type Lister interface {
 // New is the plugin's factory: it asserts the args' type, validates them
 // (invalid args stop the scheduler with a field-path error) and starts the
 // informers it reads.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h handle) (fwPlugin, error) {
 	args, ok := obj.(*config.ThinLVMArgs)
 	if !ok {
 		return nil, fmt.Errorf("%s: args are %T, want *config.ThinLVMArgs", Name, obj)
@@ -186,7 +176,7 @@ func (p *Plugin) hold(pod *corev1.Pod) {
 	p.held[pod.Namespace+"/"+pod.Name] = pod
 }
 
-// Name implements fwk.Plugin.
+// Name implements the framework's Plugin.
 func (p *Plugin) Name() string { return Name }
 
 // demand is what a pod's unbound thinlvm claims need; it lives in the
@@ -228,7 +218,7 @@ func (d *demand) Clone() fwk.StateData { return d }
 
 // PreFilter computes the pod's demand once per cycle and skips pods that
 // need no thinlvm volume.
-func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*preFilterResult, *fwk.Status) {
 	d, err := p.demandOf(ctx, pod)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
@@ -262,29 +252,8 @@ func (p *Plugin) sweep() {
 	})
 }
 
-// SignPod lets kube-scheduler batch pods with the same thinlvm demand: it
-// reuses one pod's node ranking for the next. That is sound here because
-// placing a pod changes this plugin's verdict only for the chosen node
-// (its ledger), and the batch re-checks that node.
-func (p *Plugin) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	d, err := p.demandOf(ctx, pod)
-	if err != nil {
-		return nil, fwk.AsStatus(err)
-	}
-	var images []string
-	for _, gi := range d.images {
-		images = append(images, gi.Name)
-	}
-	slices.Sort(images)
-	return []fwk.SignFragment{{Key: "thinlvm.io/demand()", Value: struct {
-		Bytes  map[string]int64
-		Images []string
-		Source string
-	}{d.bytes, images, d.sourceNode}}}, nil
-}
-
-// PreFilterExtensions implements fwk.PreFilterPlugin.
-func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+// PreFilterExtensions implements the framework's PreFilterPlugin.
+func (p *Plugin) PreFilterExtensions() preFilterExtensions { return nil }
 
 func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error) {
 	d := &demand{bytes: map[string]int64{}, holders: map[string]int{}}
@@ -697,11 +666,11 @@ func ratio(s string) float64 {
 	return r
 }
 
-// ScoreExtensions implements fwk.ScorePlugin.
-func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return p }
+// ScoreExtensions implements the framework's ScorePlugin.
+func (p *Plugin) ScoreExtensions() scoreExtensions { return p }
 
 // NormalizeScore scales the best node to the framework's maximum.
-func (p *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+func (p *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores nodeScoreList) *fwk.Status {
 	s := make([]int64, len(scores))
 	for i := range scores {
 		s[i] = scores[i].Score

@@ -154,7 +154,7 @@ func nodeInfo(name string) fwk.NodeInfo {
 
 // cycle runs PreFilter and Filter on every node and returns the state and
 // the status per node.
-func cycle(t *testing.T, p *Plugin, pod *corev1.Pod, nodes ...string) (fwk.CycleState, *fwk.PreFilterResult, map[string]*fwk.Status) {
+func cycle(t *testing.T, p *Plugin, pod *corev1.Pod, nodes ...string) (fwk.CycleState, *preFilterResult, map[string]*fwk.Status) {
 	t.Helper()
 	state := framework.NewCycleState()
 	res, st := p.PreFilter(context.Background(), state, pod, nil)
@@ -585,27 +585,6 @@ func TestHeldPodsAreReactivated(t *testing.T) {
 	defer p.heldMu.Unlock()
 	if _, ok := p.held["default/ph"]; ok {
 		t.Error("a pod that can never fit was held for reactivation")
-	}
-}
-
-func TestSignPod(t *testing.T) {
-	f := newFake()
-	f.addClaim("a", "thin", "1Gi")
-	f.addClaim("b", "thin", "1Gi")
-	f.addClaim("c", "thin", "2Gi")
-	p := NewWithLister(defaultArgs(), f)
-	sign := func(claim string) string {
-		frags, st := p.SignPod(context.Background(), podWith("p-"+claim, claim))
-		if !st.IsSuccess() || len(frags) != 1 {
-			t.Fatalf("SignPod: %v %v", frags, st)
-		}
-		return fmt.Sprintf("%+v", frags[0].Value)
-	}
-	if sign("a") != sign("b") {
-		t.Error("pods with the same demand sign differently: no batching")
-	}
-	if sign("a") == sign("c") {
-		t.Error("pods with different demands sign alike: batching would reuse a wrong ranking")
 	}
 }
 
