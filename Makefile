@@ -182,11 +182,14 @@ test-lvm-exec: lvmvm-image
 # the kubelet's stand-in, the guests' timers); two at once fill them. The
 # lanes are balanced by the suites' minutes in e2e/README.md; e2e, whose
 # VM is a real node (on a fresh machine it first builds the kubelet,
-# containerd and runc), is the longest suite.
+# containerd and runc), is the longest suite. The compatibility suite
+# (no VM: a control plane and simulated nodes) ends each lane: the newest
+# minor's in lane 1, the oldest's (which first builds that minor's control
+# plane) in lane 2.
 VM_LANE_1 := e2e golden-images compat-$(K8S_NEWEST)
 VM_LANE_2 := migration test-lvm-exec sanity chaos test-lvm-shell compat-$(firstword $(K8S_OLDER))
 .PHONY: test-vm vm-lane-1 vm-lane-2
-test-vm: lvmvm-image host-images ## The suites that boot VMs: real-LVM (both runners), csi-sanity, end-to-end, the real node, volumes that move, golden images, faults, in two lanes at once.
+test-vm: lvmvm-image host-images ## The suites that boot VMs (real-LVM with both runners, csi-sanity, end-to-end with the real node, volumes that move, golden images, faults) and the compatibility suite on the oldest and newest minors, in two lanes at once.
 	@THINLVM_E2E_IMAGES=$(BIN)/images $(MAKE) --no-print-directory -j2 vm-lane-1 vm-lane-2
 # A suite that fails has its failed tests and their messages printed again
 # at the lane's end (a long log's tail is often all a CI page shows), and

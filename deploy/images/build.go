@@ -20,7 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// defaultTag is the tag deploy/kustomization.yaml names.
+// defaultTag is the tag deploy/base/kustomization.yaml names.
 const defaultTag = "v0.1.0"
 
 // nonRoot is the user of the images whose component needs no privilege

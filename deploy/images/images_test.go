@@ -147,7 +147,7 @@ func layoutDigests(t *testing.T, dir string) map[string]v1.Hash {
 
 // The images push to a registry (go-containerregistry's, in this process,
 // on loopback) and pull back the same; the layout names them with the tag
-// deploy/kustomization.yaml installs.
+// deploy/base/kustomization.yaml installs.
 func TestPushAndLayout(t *testing.T) {
 	bs := buildOnce(t)
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
@@ -201,7 +201,7 @@ func TestPushAndLayout(t *testing.T) {
 			t.Errorf("%s: platforms %v, want %v", ref, platforms, wantPlatforms)
 		}
 	}
-	kust, err := os.ReadFile("deploy/kustomization.yaml")
+	kust, err := os.ReadFile("deploy/base/kustomization.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestPushAndLayout(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Errorf("deploy/kustomization.yaml does not name image %s", s.name)
+			t.Errorf("deploy/base/kustomization.yaml does not name image %s", s.name)
 		}
 	}
 	dir := t.TempDir()

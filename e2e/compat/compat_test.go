@@ -13,9 +13,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
@@ -89,22 +90,25 @@ func TestInstalledOnTheMinor(t *testing.T) {
 		t.Errorf("kube-apiserver %s, want %s", v.GitVersion, *minor)
 	}
 	t.Logf("kube-apiserver %s", v.GitVersion)
-	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	crds := &unstructured.UnstructuredList{}
+	crds.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinitionList"})
 	if err := k.Client.List(ctx, crds); err != nil {
 		t.Fatal(err)
 	}
 	ours := 0
 	for _, crd := range crds.Items {
-		if crd.Spec.Group != thinlvmv1.GroupVersion.Group {
+		if group, _, _ := unstructured.NestedString(crd.Object, "spec", "group"); group != thinlvmv1.GroupVersion.Group {
 			continue
 		}
 		ours++
+		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
 		established := false
-		for _, c := range crd.Status.Conditions {
-			established = established || c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			established = established || m["type"] == "Established" && m["status"] == "True"
 		}
 		if !established {
-			t.Errorf("CRD %s not established: %+v", crd.Name, crd.Status.Conditions)
+			t.Errorf("CRD %s not established: %v", crd.GetName(), conds)
 		}
 	}
 	if ours != 4 {
@@ -169,7 +173,7 @@ func running(t *testing.T, name string) *corev1.Pod {
 	if err := k.WaitFor(ctx, "pod "+name+" to run", 3*time.Minute, func() (bool, error) {
 		err := k.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, p)
 		return err == nil && p.Status.Phase == corev1.PodRunning, client.IgnoreNotFound(err)
-	}, "thinlvm-scheduler"); err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return p
