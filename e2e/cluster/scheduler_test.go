@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,21 +18,9 @@ var labelled = cluster.Labelled
 
 func addNodes(t testing.TB, prefix, label string, n int, size uint64) []string {
 	t.Helper()
-	var names []string
-	for i := range n {
-		name := fmt.Sprintf("%s-%d", prefix, i)
-		names = append(names, name)
-		if err := k.AddNode(ctx, cluster.Node{Name: name, VGSize: size, Labels: map[string]string{label: "true"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range names {
-		if err := k.WaitLVMNode(ctx, name); err != nil {
-			t.Fatal(err)
-		}
-		if err := k.WaitCapacity(ctx, name); err != nil {
-			t.Fatal(err)
-		}
+	names, err := k.AddLabelledNodes(ctx, prefix, label, slices.Repeat([]uint64{size}, n)...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return names
 }

@@ -66,6 +66,11 @@ type TestbedOptions struct {
 	VMNodes []string
 	// VMDisk and Pool size each VM's disk and its thin pool ("16G", "8G").
 	VMDisk, Pool string
+	// NoVM: no real-LVM node, the simulated nodes only (VMNodes, VMDisk,
+	// Pool and RealNode unused).
+	NoVM bool
+	// K8sMinor is the control plane's Kubernetes minor (Options.K8sMinor).
+	K8sMinor string
 	// RealNode makes the real-LVM node a real node (StartRealNode): its
 	// kubelet, containerd and runc run deploy/'s node DaemonSet and the
 	// tests' pods on it. One VM node only: real nodes do not yet reach
@@ -85,7 +90,7 @@ func realNodePrepare(pool string) string {
 
 // StartTestbed starts a Testbed; Stop ends it.
 func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error) {
-	k, err := Start(ctx, Options{Log: o.Log})
+	k, err := Start(ctx, Options{Log: o.Log, K8sMinor: o.K8sMinor})
 	if err != nil {
 		return nil, fmt.Errorf("start the control plane: %w", err)
 	}
@@ -103,7 +108,7 @@ func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error
 		return tb, err
 	}
 	vmNodes := o.VMNodes
-	if len(vmNodes) == 0 {
+	if len(vmNodes) == 0 && !o.NoVM {
 		vmNodes = []string{VMNode}
 	}
 	var nodes, vms, real []Node
@@ -120,7 +125,7 @@ func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error
 		// Its kubelet runs its pod: nothing to add, only to wait for.
 		real = []Node{{Name: vmNodes[0]}}
 		vmNodes = nil
-	} else {
+	} else if len(vmNodes) > 0 {
 		if err := tb.startVMs(ctx, vmNodes, o); err != nil {
 			return tb, err
 		}

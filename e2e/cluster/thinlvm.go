@@ -337,6 +337,29 @@ func (c *Cluster) StartVMContainers(ctx context.Context, node string, containers
 	}})
 }
 
+// AddLabelledNodes adds a simulated node labelled label=true for each of
+// the thin pool sizes (0 for AddNode's default), named <prefix>-<i>, and
+// waits until each has its LVMNode and reports its capacity.
+func (c *Cluster) AddLabelledNodes(ctx context.Context, prefix, label string, sizes ...uint64) ([]string, error) {
+	var names []string
+	for i, size := range sizes {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		names = append(names, name)
+		if err := c.AddNode(ctx, Node{Name: name, VGSize: size, Labels: map[string]string{label: "true"}}); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range names {
+		if err := c.WaitLVMNode(ctx, name); err != nil {
+			return nil, err
+		}
+		if err := c.WaitCapacity(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}
+
 // WaitLVMNode waits until the node's LVMNode reports a device class.
 func (c *Cluster) WaitLVMNode(ctx context.Context, name string) error {
 	var procs []string

@@ -43,26 +43,16 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	start, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
-	var err error
-	k, err = cluster.Start(start, cluster.Options{Log: os.Stderr, K8sMinor: *minor})
+	tb, err := cluster.StartTestbed(start, cluster.TestbedOptions{Log: os.Stderr, NoVM: true, K8sMinor: *minor})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: Kubernetes %s: %v\n", version(), err)
 		return 1
 	}
-	defer k.Stop()
-	if err = k.Install(start); err == nil {
-		if err = k.TuneNodeAgents(start); err == nil {
-			err = k.CreateClasses(start)
-		}
-	}
-	if err != nil {
-		(&cluster.Testbed{Cluster: k}).DumpLogs(os.Stderr)
-		fmt.Fprintf(os.Stderr, "FAIL: Kubernetes %s: install thinlvm: %v\n", version(), err)
-		return 1
-	}
+	defer tb.Stop()
+	k = tb.Cluster
 	code := m.Run()
 	if code != 0 {
-		(&cluster.Testbed{Cluster: k}).DumpLogs(os.Stderr)
+		tb.DumpLogs(os.Stderr)
 	}
 	return code
 }
@@ -143,25 +133,13 @@ func TestInstalledOnTheMinor(t *testing.T) {
 	}
 }
 
-// addNodes adds n simulated nodes labelled label=true with the given
-// thin pool sizes and waits until each reports its capacity.
+// addNodes adds simulated nodes labelled label=true with the given thin
+// pool sizes, each reporting its capacity.
 func addNodes(t *testing.T, prefix, label string, sizes ...uint64) []string {
 	t.Helper()
-	var names []string
-	for i, size := range sizes {
-		name := fmt.Sprintf("%s-%d", prefix, i)
-		names = append(names, name)
-		if err := k.AddNode(ctx, cluster.Node{Name: name, VGSize: size, Labels: map[string]string{label: "true"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range names {
-		if err := k.WaitLVMNode(ctx, name); err != nil {
-			t.Fatal(err)
-		}
-		if err := k.WaitCapacity(ctx, name); err != nil {
-			t.Fatal(err)
-		}
+	names, err := k.AddLabelledNodes(ctx, prefix, label, sizes...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return names
 }
