@@ -198,7 +198,7 @@ vm-lane-1 vm-lane-2: vm-lane-%:
 	@set -o pipefail; mkdir -p $(BIN)/logs; for t in $(VM_LANE_$*); do \
 	  $(MAKE) --no-print-directory $$t 2>&1 | tee $(BIN)/logs/$$t.log || { \
 	    echo "=== $$t failed; its failed tests (the whole log: bin/logs/$$t.log):"; \
-	    grep -E -A12 -- '^\s*--- FAIL|^panic: ' $(BIN)/logs/$$t.log | cut -c1-400 | tail -150; exit 1; }; \
+	    awk -f e2e/failed-tests.awk $(BIN)/logs/$$t.log | cut -c1-400 | tail -200; exit 1; }; \
 	done 2>&1 | sed -u 's/^/[lane $*] /'
 
 .PHONY: sanity

@@ -45,10 +45,14 @@ type imageServer struct {
 	requests map[string]int
 	// rate, when set, limits a path's bytes per second.
 	rate map[string]int
+	// held, when set, stops a path's responses after that many bytes
+	// until release is closed.
+	held    map[string]int
+	release chan struct{}
 }
 
 func newImageServer(t testing.TB) *imageServer {
-	s := &imageServer{blobs: map[string][]byte{}, requests: map[string]int{}, rate: map[string]int{}}
+	s := &imageServer{blobs: map[string][]byte{}, requests: map[string]int{}, rate: map[string]int{}, held: map[string]int{}, release: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
 	return s
@@ -57,7 +61,7 @@ func newImageServer(t testing.TB) *imageServer {
 func (s *imageServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	blob, ok := s.blobs[r.URL.Path]
-	rate := s.rate[r.URL.Path]
+	rate, held := s.rate[r.URL.Path], s.held[r.URL.Path]
 	s.requests[r.URL.Path]++
 	s.mu.Unlock()
 	if !ok {
@@ -65,16 +69,48 @@ func (s *imageServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", `"`+sum(blob)[:16]+`"`)
-	if rate == 0 {
+	if rate == 0 && held == 0 {
 		http.ServeContent(w, r, "image", time.Unix(1e9, 0), bytes.NewReader(blob))
 		return
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(blob)))
-	for off := 0; off < len(blob); off += rate / 10 {
-		if _, err := w.Write(blob[off:min(off+rate/10, len(blob))]); err != nil {
+	chunk := 1 << 20
+	if rate > 0 {
+		chunk = rate / 10
+	}
+	for off := 0; off < len(blob); off += chunk {
+		if held > 0 && off >= held {
+			w.(http.Flusher).Flush()
+			select {
+			case <-s.release:
+			case <-r.Context().Done():
+				return
+			}
+			held = 0
+		}
+		if _, err := w.Write(blob[off:min(off+chunk, len(blob))]); err != nil {
 			return
 		}
-		time.Sleep(100 * time.Millisecond)
+		if rate > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// hold stops every response of path after n bytes until the returned
+// release is called; the responses after that are whole.
+func (s *imageServer) hold(path string, n int) (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held[path] = n
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.held, path)
+			s.mu.Unlock()
+			close(s.release)
+		})
 	}
 }
 
@@ -471,20 +507,21 @@ func TestGoldenImageOnePopulationForFiveDisks(t *testing.T) {
 	}
 }
 
-// The node agent is killed in the middle of a population (prewarm, slow
-// server): the agent the kubelet starts again removes the half-written base and makes it
-// again, and only a whole base is ever Ready.
+// The node agent is killed in the middle of a population (prewarm; the
+// server holds the image after 8 MiB until the agent is dead, so the kill
+// lands mid-population however slowly the guest runs ctr): the agent the
+// kubelet starts again removes the half-written base and makes it again,
+// and only a whole base is ever Ready.
 func TestGoldenImagePopulationInterrupted(t *testing.T) {
 	images := newImageServer(t)
 	raw := makeImage(t, 32<<20)
-	// Data all through the image, so the population takes a while.
+	// Data all through the image, so a base cut short is not whole.
 	for off := 1 << 20; off < len(raw); off += 64 << 10 {
 		copy(raw[off+60<<10:off+64<<10], bytes.Repeat([]byte{0xA5}, 4<<10))
 	}
 	url := images.add("/slow.raw", raw)
-	images.mu.Lock()
-	images.rate["/slow.raw"] = 4 << 20 // 8 s for the image
-	images.mu.Unlock()
+	release := images.hold("/slow.raw", 8<<20)
+	defer release()
 	gi := goldenImage("slow", url, sum(raw), thinlvmv1.FormatRaw, "64Mi")
 	gi.Spec.Prewarm = &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"thinlvm.io/test-vm": "true"}}}
 	create(t, gi)
@@ -511,6 +548,7 @@ func TestGoldenImagePopulationInterrupted(t *testing.T) {
 		t.Fatalf("when the agent stopped the base is %v; want a writable, half-written LV", f)
 	}
 	ctr(t, "task", "kill", "--signal", "SIGKILL", id)
+	release()
 	waitRestarted(t, "thinlvm-node", restarts)
 	waitFor(t, "the base Ready", 3*time.Minute, func() (bool, error) {
 		return imageStatus(t, gi.Name).Status.ReadyNodes == 1, nil
