@@ -167,7 +167,7 @@ lvmvm-image: ## Build (cached) the kernel + initramfs of the real-LVM test VM.
 # test asserts lvm never does), so no message of lvm's is read, and its 45
 # lvcreates took 112 s of the exec run's 325. `make test-lvm-exec
 # LVM_RUNNER_TESTS=.` runs every test with the exec runner.
-LVM_RUNNER_TESTS := ^(TestIdempotencyAndCodes|TestLVMKilledMidBurst|TestFullReportFromRealLVM|TestPoolMetadataFull|TestReadsStartNoLVMProcess|TestMetrics|TestRestartLosesNothing)$$
+LVM_RUNNER_TESTS := ^(TestIdempotencyAndCodes|TestLVMKilledMidBurst|TestFullReportFromRealLVM|TestPoolMetadataFull|TestReadsStartNoLVMProcess|TestMetrics|TestRestartLosesNothing|TestDeviceClassAppears)$$
 
 .PHONY: test-lvm test-lvm-shell test-lvm-exec
 test-lvm: test-lvm-shell test-lvm-exec ## Tests against real lvm2 in a qemu VM: all with lvmd's default lvm runner (the shell), the runner's own tests again with a process per command (one VM each).

@@ -99,7 +99,8 @@ type LogicalVolumeSpec struct {
 
 // Condition types of a LogicalVolume.
 const (
-	// ConditionReady is True when the LV exists with the spec's size.
+	// ConditionReady is True when the LV exists with the spec's size, and
+	// of an LVMNode when every device class of the node serves volumes.
 	ConditionReady = "Ready"
 	// ConditionFailed is True when the last attempt failed; its reason is
 	// one of the Reason constants below and its message lvmd's or the node

@@ -46,6 +46,12 @@ type DeviceClassStatus struct {
 	// not report it.
 	// +optional
 	VGMetadata *VGMetadataStatus `json:"vgMetadata,omitempty"`
+	// Unavailable says why the class serves no volumes on this node: its
+	// volume group or thin pool is missing ("volume group vg0 not
+	// found"). Empty when it serves. While set, Available is 0; the agent
+	// picks the VG up once it is made, without a restart.
+	// +optional
+	Unavailable string `json:"unavailable,omitempty"`
 }
 
 // VGMetadataStatus is the room in a volume group's metadata area. lvm2
@@ -100,6 +106,15 @@ const (
 	ReasonVGMetadataFull = "VGMetadataFull"
 	// ReasonVGMetadataRoom (Normal): it has room again.
 	ReasonVGMetadataRoom = "VGMetadataRoom"
+	// ReasonDeviceClassUnavailable (Warning, and the Ready condition's
+	// reason while it lasts): a device class's volume group or thin pool
+	// is missing on the node.
+	ReasonDeviceClassUnavailable = "DeviceClassUnavailable"
+	// ReasonDeviceClassAvailable (Normal): it serves again.
+	ReasonDeviceClassAvailable = "DeviceClassAvailable"
+	// ReasonDeviceClassesReady is the Ready condition's reason when every
+	// device class serves.
+	ReasonDeviceClassesReady = "DeviceClassesReady"
 )
 
 // GoldenBaseState is the state of a golden base on a node.
@@ -186,6 +201,13 @@ type LVMNodeStatus struct {
 	// UpdateTime is when the agent last wrote the status.
 	// +optional
 	UpdateTime *metav1.Time `json:"updateTime,omitempty"`
+	// Conditions: Ready is True when every device class of the node serves
+	// volumes, False (reason DeviceClassUnavailable) while one's volume
+	// group or thin pool is missing.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // LVMNode is one node's LVM capacity and golden bases, written by its node

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -38,6 +39,7 @@ type options struct {
 	thinDeltaPath   string
 	lvmMonitoring   bool
 	lvmRunner       string
+	lvmPrefix       string
 	shellMax        int
 	commandTimeout  time.Duration
 	refreshInterval time.Duration
@@ -54,6 +56,7 @@ func main() {
 	fs.StringVar(&o.thinDeltaPath, "thin-delta-path", "thin_delta", "The thin_delta binary of thin-provisioning-tools (GetThinDelta).")
 	fs.BoolVar(&o.lvmMonitoring, "lvm-monitoring", true, "Let lvm register the volumes it activates with dmeventd (lvm.conf's activation/monitoring). In a container set it false: the host's dmeventd is not reachable from there, and lvm would start one of its own (see docs/lvmd.md).")
 	fs.StringVar(&o.lvmRunner, "lvm-runner", "shell", "How lvmd runs lvm: shell (one long-lived lvm shell takes every command, its results read from lvm's JSON log report) or exec (one lvm process per command). dmsetup and thin_delta are always processes of their own.")
+	fs.StringVar(&o.lvmPrefix, "lvm-command-prefix", "", "Words put before every lvm, dmsetup and thin_delta command line, split at spaces, e.g. \"nsenter --target=1 --mount --\" to run the host's tools from a container (the pod needs hostPID). Only with --lvm-runner=exec; empty runs the tools directly.")
 	fs.IntVar(&o.shellMax, "lvm-shell-max-commands", lvm.DefaultShellMaxCommands, "With --lvm-runner=shell: replace the lvm shell (between two commands) after this many, bounding its memory.")
 	fs.DurationVar(&o.commandTimeout, "command-timeout", 2*time.Minute, "How long lvmd waits for one lvm command. A command is never killed: past this the caller gets DeadlineExceeded, the command runs to its end, and lvmd re-reads the report before the next one.")
 	fs.DurationVar(&o.refreshInterval, "refresh-interval", 30*time.Second, "Refresh the lvm report this often when nothing changed it.")
@@ -78,7 +81,11 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
-	execRunner := &lvm.ExecRunner{Path: o.lvmPath, DMSetupPath: o.dmsetupPath, ThinDeltaPath: o.thinDeltaPath, OnRun: metrics.ObserveLVMCommand}
+	prefix, err := commandPrefix(o.lvmPrefix, o.lvmRunner)
+	if err != nil {
+		return err
+	}
+	execRunner := &lvm.ExecRunner{Path: o.lvmPath, DMSetupPath: o.dmsetupPath, ThinDeltaPath: o.thinDeltaPath, Prefix: prefix, OnRun: metrics.ObserveLVMCommand}
 	if !o.lvmMonitoring {
 		execRunner.Config = "activation/monitoring=0"
 	}
@@ -140,7 +147,7 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 			}
 		}()
 	}
-	logger.Info("lvmd serving", "listen", o.listen, "lvmRunner", o.lvmRunner, "metricsAddress", o.metricsAddress, "deviceClasses", len(cfg.DeviceClasses))
+	logger.Info("lvmd serving", "listen", o.listen, "lvmRunner", o.lvmRunner, "lvmCommandPrefix", prefix, "metricsAddress", o.metricsAddress, "deviceClasses", len(cfg.DeviceClasses))
 
 	select {
 	case <-ctx.Done():
@@ -166,6 +173,26 @@ func run(ctx context.Context, o options, logger klog.Logger) error {
 		logger.Info("lvmd exits with an lvm command still running", "error", derr)
 	}
 	return err
+}
+
+// commandPrefix is --lvm-command-prefix split into words: what the exec
+// runner puts before every command line. The lvm shell runs lvm itself, not
+// through a prefix, and would mix the two lvms with the tools it leaves to
+// the exec runner: the prefix needs --lvm-runner=exec. Its first word must
+// be a program lvmd finds, so that a typo fails at start, not at the first
+// volume.
+func commandPrefix(s, runner string) ([]string, error) {
+	prefix := strings.Fields(s)
+	if len(prefix) == 0 {
+		return nil, nil
+	}
+	if runner != "exec" {
+		return nil, fmt.Errorf("--lvm-command-prefix needs --lvm-runner=exec (the lvm shell does not run through it), not --lvm-runner=%s", runner)
+	}
+	if _, err := exec.LookPath(prefix[0]); err != nil {
+		return nil, fmt.Errorf("--lvm-command-prefix: %w", err)
+	}
+	return prefix, nil
 }
 
 // metricsListener listens on unix:///path (through endpoint.Listen: mode

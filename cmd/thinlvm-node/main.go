@@ -87,7 +87,7 @@ func main() {
 	fs.DurationVar(&o.noSpaceRetryAfter, "no-space-retry", time.Minute, "Retry a LogicalVolume lvmd refused for lack of space after this long.")
 	fs.StringVar(&o.qemuImg, "qemu-img", "qemu-img", "qemu-img binary (name in $PATH or path) that converts qcow2 golden images; qcow2 images fail without it.")
 	fs.StringVar(&o.scratchDir, "scratch-dir", os.TempDir(), "Where a qcow2 golden image is kept between download and conversion.")
-	fs.DurationVar(&o.goldenRetry, "golden-retry", 30*time.Second, "First wait after a failed golden base population; it doubles up to 16 times.")
+	fs.DurationVar(&o.goldenRetry, "golden-retry", 30*time.Second, "First wait after a failed golden base population; it doubles with each further failure, to at most 16 times this (after 4 doublings).")
 	fs.StringVar(&o.transferAddress, "transfer-address", ":9443", "Where to serve the transfer endpoint other nodes' agents copy volumes from; \"0\" disables it (and copies from other nodes).")
 	fs.StringVar(&o.transferAdvertise, "transfer-advertise-address", "", "The address other nodes dial, host:port; empty derives it: the listen address when it names a host, else $POD_IP with the listen port.")
 	fs.IntVar(&o.transferBases, "transfer-max-base-streams", 2, "How many copies of golden bases this node sends to other nodes at once; more wait or copy from another node.")
@@ -197,6 +197,17 @@ func run(o options) error {
 	}); err != nil {
 		return err
 	}
+	// The readiness probe's check: every device class serves. A node
+	// without its VG or thin pool keeps the pod out of Ready, without the
+	// restarts a failing liveness probe (or an exiting lvmd) would cause;
+	// the LVMNode's Ready condition says why.
+	if err := mgr.AddReadyzCheck("device-classes", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 4*time.Second)
+		defer cancel()
+		return deviceClassesServe(ctx, client)
+	}); err != nil {
+		return err
+	}
 	if reg != nil {
 		if err := mgr.Add(reg); err != nil {
 			return err
@@ -282,4 +293,23 @@ func lvmdMetricsHandler(addr string) map[string]http.Handler {
 		}},
 	}
 	return map[string]http.Handler{"/metrics/lvmd": proxy}
+}
+
+// deviceClassesServe fails while lvmd does not answer or one of its device
+// classes is unavailable (its volume group or thin pool missing).
+func deviceClassesServe(ctx context.Context, c lvmd.Client) error {
+	resp, err := c.GetCapacity(ctx, &pb.GetCapacityRequest{})
+	if err != nil {
+		return fmt.Errorf("lvmd: %w", err)
+	}
+	var why []string
+	for _, dc := range resp.GetDeviceClasses() {
+		if dc.GetUnavailable() != "" {
+			why = append(why, "device class "+dc.GetDeviceClass()+": "+dc.GetUnavailable())
+		}
+	}
+	if len(why) > 0 {
+		return errors.New(strings.Join(why, "; "))
+	}
+	return nil
 }

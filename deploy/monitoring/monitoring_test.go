@@ -17,6 +17,7 @@ import (
 	"github.com/thinlvm/thinlvm/controller/csi"
 	"github.com/thinlvm/thinlvm/lvmd/server"
 	"github.com/thinlvm/thinlvm/node/golden"
+	"github.com/thinlvm/thinlvm/node/lvmnode"
 	"github.com/thinlvm/thinlvm/node/reconciler"
 )
 
@@ -116,6 +117,7 @@ func TestRulesAndDashboardNameServedMetrics(t *testing.T) {
 	reconciler.NewMetrics(served)
 	csi.NewMetrics(served)
 	csi.NewPhaseCollector(served, nil)
+	lvmnode.NewSyncedGauge(served)
 	if len(served) < 10 {
 		t.Fatalf("only %d metrics described: %v", len(served), served)
 	}
@@ -148,7 +150,7 @@ func TestPodMonitorsMatchTheWorkloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	workloads := map[string]string{"node": "../node/daemonset.yaml", "controller": "../controller/deployment.yaml"}
+	workloads := map[string]string{"node": "../node/daemonset.yaml", "controller": "../controller/deployment.yaml", "scheduler": "../scheduler/deployment.yaml"}
 	found := 0
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		var pm struct {

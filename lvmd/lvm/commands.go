@@ -55,6 +55,17 @@ func (c *Client) FullReport(ctx context.Context, vgs []string) (*Report, error) 
 	return ParseFullReport(out)
 }
 
+// VGNames lists the volume groups there are. lvm refuses a whole report
+// when one VG it names is missing: lvmd asks which are there, and reports
+// those (a device class whose VG is missing is unavailable, not fatal).
+func (c *Client) VGNames(ctx context.Context) ([]string, error) {
+	out, err := c.Runner.Run(ctx, VGNamesArgs()...)
+	if err != nil {
+		return nil, fmt.Errorf("list volume groups: %w", classify(err))
+	}
+	return ParseVGNames(out)
+}
+
 // ThinSpec describes a new thin LV.
 type ThinSpec struct {
 	VG, Pool, Name string

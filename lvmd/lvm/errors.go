@@ -45,6 +45,9 @@ var (
 	// ErrMetadataSnapHeld: the thin pool holds a metadata snapshot already
 	// (a pool holds one at a time).
 	ErrMetadataSnapHeld = errors.New("metadata snapshot held")
+	// ErrUnavailable: the device class's volume group or thin pool is
+	// missing on this node (lvmd serves the other classes meanwhile).
+	ErrUnavailable = errors.New("device class unavailable")
 )
 
 // classified wraps a *CommandError with the sentinel its stderr shows.

@@ -170,6 +170,34 @@ func FullReportArgs(vgs []string) []string {
 	return append(args, vgs...)
 }
 
+// VGNamesArgs lists the volume groups there are, by name only, in the
+// shape of FullReportArgs (one report per VG, the other sub-reports off).
+func VGNamesArgs() []string {
+	return []string{"fullreport", "--reportformat", "json", "--units", "b", "--nosuffix",
+		"--configreport", "vg", "-o", "vg_name",
+		"--configreport", "lv", "-o,",
+		"--configreport", "pv", "-o,",
+		"--configreport", "pvseg", "-o,",
+		"--configreport", "seg", "-o,"}
+}
+
+// ParseVGNames parses the output of VGNamesArgs.
+func ParseVGNames(data []byte) ([]string, error) {
+	var w wireReport
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, fmt.Errorf("parse lvm report: %w", err)
+	}
+	var names []string
+	for _, part := range w.Report {
+		for _, m := range part.VG {
+			if n := m["vg_name"]; n != "" {
+				names = append(names, n)
+			}
+		}
+	}
+	return names, nil
+}
+
 type wireReport struct {
 	Report []struct {
 		VG  []map[string]string `json:"vg"`

@@ -1166,8 +1166,15 @@ type DeviceClassCapacity struct {
 	// at a typical LV's metadata size. 0 means lvmd refuses new LVs now (and
 	// available_bytes is 0 then).
 	VgMetadataLvsLeft uint32 `protobuf:"varint,20,opt,name=vg_metadata_lvs_left,json=vgMetadataLvsLeft,proto3" json:"vg_metadata_lvs_left,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// unavailable says why the device class serves no volumes on this node:
+	// its volume group or thin pool is missing ("volume group vg0 not
+	// found"). Empty when it serves. While set, available_bytes is 0 and
+	// the pool's fields are 0; requests to the class fail with
+	// FailedPrecondition; lvmd looks for the VG and pool again at every
+	// refresh.
+	Unavailable   string `protobuf:"bytes,21,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeviceClassCapacity) Reset() {
@@ -1338,6 +1345,13 @@ func (x *DeviceClassCapacity) GetVgMetadataLvsLeft() uint32 {
 		return x.VgMetadataLvsLeft
 	}
 	return 0
+}
+
+func (x *DeviceClassCapacity) GetUnavailable() string {
+	if x != nil {
+		return x.Unavailable
+	}
+	return ""
 }
 
 type GetCapacityRequest struct {
@@ -1558,7 +1572,7 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\x10block_size_bytes\x18\x01 \x01(\x04R\x0eblockSizeBytes\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x122\n" +
-	"\x06ranges\x18\x03 \x03(\v2\x1a.thinlvm.lvmd.v1.ThinRangeR\x06ranges\"\xa4\x06\n" +
+	"\x06ranges\x18\x03 \x03(\v2\x1a.thinlvm.lvmd.v1.ThinRangeR\x06ranges\"\xc6\x06\n" +
 	"\x13DeviceClassCapacity\x12!\n" +
 	"\fdevice_class\x18\x01 \x01(\tR\vdeviceClass\x12!\n" +
 	"\fvolume_group\x18\x02 \x01(\tR\vvolumeGroup\x12\x1b\n" +
@@ -1581,7 +1595,8 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\twhen_full\x18\x11 \x01(\tR\bwhenFull\x123\n" +
 	"\x16vg_metadata_size_bytes\x18\x12 \x01(\x04R\x13vgMetadataSizeBytes\x123\n" +
 	"\x16vg_metadata_free_bytes\x18\x13 \x01(\x04R\x13vgMetadataFreeBytes\x12/\n" +
-	"\x14vg_metadata_lvs_left\x18\x14 \x01(\rR\x11vgMetadataLvsLeft\"7\n" +
+	"\x14vg_metadata_lvs_left\x18\x14 \x01(\rR\x11vgMetadataLvsLeft\x12 \n" +
+	"\vunavailable\x18\x15 \x01(\tR\vunavailable\"7\n" +
 	"\x12GetCapacityRequest\x12!\n" +
 	"\fdevice_class\x18\x01 \x01(\tR\vdeviceClass\"\x82\x01\n" +
 	"\x13GetCapacityResponse\x12K\n" +

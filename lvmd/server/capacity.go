@@ -12,34 +12,42 @@ import (
 // managedTag marks every LV lvmd created; lvmd touches no other LV.
 const managedTag = "thinlvm"
 
-// capacity computes a device class's capacity from a report.
-func capacity(dc *config.DeviceClass, r *lvm.Report) (*pb.DeviceClassCapacity, error) {
+// capacity computes a device class's capacity from a report. A class whose
+// volume group or thin pool is missing on this node is unavailable: its
+// capacity says why and offers nothing, and lvmd serves the other classes
+// (it picks the VG up at a refresh once an administrator made it).
+func capacity(dc *config.DeviceClass, r *lvm.Report) *pb.DeviceClassCapacity {
+	c := &pb.DeviceClassCapacity{
+		DeviceClass:        dc.Name,
+		VolumeGroup:        dc.VolumeGroup,
+		ThinPool:           dc.ThinPool,
+		Default:            dc.Default,
+		OverprovisionRatio: dc.OverprovisionRatio,
+	}
 	vg := r.VG(dc.VolumeGroup)
 	if vg == nil {
-		return nil, fmt.Errorf("device class %s: volume group %s: %w", dc.Name, dc.VolumeGroup, lvm.ErrNotFound)
+		c.Unavailable = fmt.Sprintf("volume group %s not found", dc.VolumeGroup)
+		return c
 	}
+	c.VgSizeBytes, c.VgFreeBytes = vg.Size, vg.Free
 	pool := r.LV(dc.VolumeGroup, dc.ThinPool)
-	if pool == nil || !pool.IsThinPool() {
-		return nil, fmt.Errorf("device class %s: thin pool %s/%s: %w", dc.Name, dc.VolumeGroup, dc.ThinPool, lvm.ErrNotFound)
+	switch {
+	case pool == nil:
+		c.Unavailable = fmt.Sprintf("thin pool %s/%s not found", dc.VolumeGroup, dc.ThinPool)
+		return c
+	case !pool.IsThinPool():
+		c.Unavailable = fmt.Sprintf("%s/%s is not a thin pool", dc.VolumeGroup, dc.ThinPool)
+		return c
 	}
-	c := &pb.DeviceClassCapacity{
-		DeviceClass:         dc.Name,
-		VolumeGroup:         dc.VolumeGroup,
-		ThinPool:            dc.ThinPool,
-		Default:             dc.Default,
-		VgSizeBytes:         vg.Size,
-		VgFreeBytes:         vg.Free,
-		ThinPoolSizeBytes:   pool.Size,
-		DataPercent:         pool.DataPercent,
-		MetadataPercent:     pool.MetadataPercent,
-		DataUsedBytes:       uint64(float64(pool.Size) * pool.DataPercent / 100),
-		OverprovisionRatio:  dc.OverprovisionRatio,
-		PoolHealth:          string(pool.Health()),
-		WhenFull:            pool.WhenFull,
-		VgMetadataSizeBytes: vg.MetadataAreaSize,
-		VgMetadataFreeBytes: vg.MetadataAreaFree,
-		VgMetadataLvsLeft:   metadataLVsLeft(vg),
-	}
+	c.ThinPoolSizeBytes = pool.Size
+	c.DataPercent = pool.DataPercent
+	c.MetadataPercent = pool.MetadataPercent
+	c.DataUsedBytes = uint64(float64(pool.Size) * pool.DataPercent / 100)
+	c.PoolHealth = string(pool.Health())
+	c.WhenFull = pool.WhenFull
+	c.VgMetadataSizeBytes = vg.MetadataAreaSize
+	c.VgMetadataFreeBytes = vg.MetadataAreaFree
+	c.VgMetadataLvsLeft = metadataLVsLeft(vg)
 	for i := range r.LVs {
 		lv := &r.LVs[i]
 		if lv.VG != dc.VolumeGroup || lv.Pool != dc.ThinPool || !lv.IsThin() {
@@ -53,14 +61,14 @@ func capacity(dc *config.DeviceClass, r *lvm.Report) (*pb.DeviceClassCapacity, e
 	if !pool.Active() {
 		// Deactivated by an administrator (to repair it, say): lvm reports
 		// no use, and a new volume would activate it again.
-		return c, nil
+		return c
 	}
 	if overHighWatermark(dc, c) {
 		c.OverHighWatermark = true
-		return c, nil
+		return c
 	}
 	if vg.MetadataAreaSize > 0 && c.VgMetadataLvsLeft == 0 {
-		return c, nil // no new volume: the VG's metadata area is full
+		return c // no new volume: the VG's metadata area is full
 	}
 	// The pool can grow into the VG's free space when autoextend is on.
 	pool0 := float64(pool.Size)
@@ -77,7 +85,13 @@ func capacity(dc *config.DeviceClass, r *lvm.Report) (*pb.DeviceClassCapacity, e
 	if avail > 0 {
 		c.AvailableBytes = uint64(avail)
 	}
-	return c, nil
+	return c
+}
+
+// unavailable is the error of a request to a device class that capacity
+// found unavailable.
+func unavailable(c *pb.DeviceClassCapacity) error {
+	return fmt.Errorf("%w: device class %s: %s on this node", lvm.ErrUnavailable, c.DeviceClass, c.Unavailable)
 }
 
 func overHighWatermark(dc *config.DeviceClass, c *pb.DeviceClassCapacity) bool {

@@ -80,9 +80,9 @@ func (d *Daemon) devicePath(vg, name string) string {
 // A transient snapshot (need 0) is checked only for the
 // pool's state and high-water mark: it adds no data and goes soon.
 func (d *Daemon) checkRoom(ctx context.Context, dc *config.DeviceClass, need uint64) error {
-	c, err := capacity(dc, d.store.current().report)
-	if err != nil {
-		return err
+	c := capacity(dc, d.store.current().report)
+	if c.Unavailable != "" {
+		return unavailable(c)
 	}
 	// lvcreate would activate a pool an administrator deactivated, e.g. to
 	// run lvconvert --repair, which then refuses an active pool.
@@ -94,8 +94,8 @@ func (d *Daemon) checkRoom(ctx context.Context, dc *config.DeviceClass, need uin
 		if err := d.store.refreshLocked(ctx); err != nil { // refreshLocked runs the autoextend
 			return err
 		}
-		if c, err = capacity(dc, d.store.current().report); err != nil {
-			return err
+		if c = capacity(dc, d.store.current().report); c.Unavailable != "" {
+			return unavailable(c)
 		}
 	}
 	if overHighWatermark(dc, c) {
@@ -109,12 +109,15 @@ func (d *Daemon) checkRoom(ctx context.Context, dc *config.DeviceClass, need uin
 	return nil
 }
 
+// extentSize is the class's VG's extent size: the first thing every
+// request that makes or grows an LV asks, so it refuses a class whose VG or
+// thin pool is missing (FailedPrecondition).
 func (d *Daemon) extentSize(dc *config.DeviceClass) (uint64, error) {
-	vg := d.store.current().report.VG(dc.VolumeGroup)
-	if vg == nil {
-		return 0, fmt.Errorf("volume group %s: %w", dc.VolumeGroup, lvm.ErrNotFound)
+	r := d.store.current().report
+	if c := capacity(dc, r); c.Unavailable != "" {
+		return 0, unavailable(c)
 	}
-	return vg.ExtentSize, nil
+	return r.VG(dc.VolumeGroup).ExtentSize, nil
 }
 
 func withTags(tags []string) []string {

@@ -25,6 +25,7 @@ type Metrics struct {
 	poolMeta      *prometheus.GaugeVec
 	virtualBytes  *prometheus.GaugeVec
 	availableByte *prometheus.GaugeVec
+	available     *prometheus.GaugeVec
 	lvCount       *prometheus.GaugeVec
 	overHighWater *prometheus.GaugeVec
 	poolHealth    *prometheus.GaugeVec
@@ -75,6 +76,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		vgSize:        gauge("vg_size_bytes", "Size of the device class's volume group."),
 		vgFree:        gauge("vg_free_bytes", "Free space of the device class's volume group."),
+		available:     gauge("device_class_available", "1 while the device class serves volumes, 0 while its volume group or thin pool is missing on this node (its LVMNode's Ready condition says which)."),
 		poolSize:      gauge("thinpool_size_bytes", "Size of the device class's thin pool."),
 		poolData:      gauge("thinpool_data_percent", "Data use of the thin pool, in percent."),
 		poolMeta:      gauge("thinpool_metadata_percent", "Metadata use of the thin pool, in percent."),
@@ -99,7 +101,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.rpcDuration, m.rpcErrors, m.lvmCommands, m.lvmDuration, m.shellStarts, m.vgSize, m.vgFree,
-		m.poolSize, m.poolData, m.poolMeta, m.virtualBytes, m.availableByte, m.lvCount, m.overHighWater, m.poolHealth,
+		m.poolSize, m.poolData, m.poolMeta, m.virtualBytes, m.availableByte, m.available, m.lvCount, m.overHighWater, m.poolHealth,
 		m.vgMetaSize, m.vgMetaFree, m.vgMetaLVsLeft, m.generation)
 	return m
 }

@@ -100,8 +100,8 @@ func (d *Daemon) Start(ctx context.Context) error {
 		return fmt.Errorf("read initial lvm report: %w", err)
 	}
 	for i := range d.cfg.DeviceClasses {
-		if _, err := capacity(&d.cfg.DeviceClasses[i], d.store.current().report); err != nil {
-			return err
+		if c := capacity(&d.cfg.DeviceClasses[i], d.store.current().report); c.Unavailable != "" {
+			d.log.Info("device class unavailable: lvmd serves the others and looks for it at every refresh", "deviceClass", c.DeviceClass, "reason", c.Unavailable)
 		}
 	}
 	d.stopping = ctx.Done()
@@ -161,11 +161,13 @@ func (d *Daemon) observe(v *view) {
 	d.metrics.generation.Set(float64(v.generation))
 	for i := range d.cfg.DeviceClasses {
 		dc := &d.cfg.DeviceClasses[i]
-		c, err := capacity(dc, v.report)
-		if err != nil {
-			continue
-		}
+		c := capacity(dc, v.report)
 		m := d.metrics
+		m.available.WithLabelValues(dc.Name).Set(b2f(c.Unavailable == ""))
+		if c.Unavailable != "" {
+			m.availableByte.WithLabelValues(dc.Name).Set(0)
+			continue // the pool's gauges keep their last values
+		}
 		m.vgSize.WithLabelValues(dc.Name).Set(float64(c.VgSizeBytes))
 		m.vgFree.WithLabelValues(dc.Name).Set(float64(c.VgFreeBytes))
 		m.poolSize.WithLabelValues(dc.Name).Set(float64(c.ThinPoolSizeBytes))

@@ -179,24 +179,33 @@ func TestStart(t *testing.T) {
 		modify func(f *fake.Runner)
 		// wantErr is the sentinel Start's error must match; nil for success.
 		wantErr error
+		// unavailable is why hdd is unavailable after Start; "" for not.
+		unavailable string
+		// commands is how many lvm commands Start runs.
+		commands int
 	}{
-		{name: "ok", modify: func(*fake.Runner) {}},
-		{name: "volume group missing", modify: func(f *fake.Runner) { f.VGs = f.VGs[:1] }, wantErr: lvm.ErrNotFound},
-		{name: "thin pool missing", modify: func(f *fake.Runner) { f.Pools = f.Pools[:1] }, wantErr: lvm.ErrNotFound},
+		{name: "ok", modify: func(*fake.Runner) {}, commands: 1},
+		// lvm refuses the report of vg0 and vg1: lvmd lists the VGs and
+		// reports vg0.
+		{name: "volume group missing", modify: func(f *fake.Runner) { f.VGs = f.VGs[:1]; f.Pools = f.Pools[:1] },
+			unavailable: "volume group vg1 not found", commands: 3},
+		{name: "thin pool missing", modify: func(f *fake.Runner) { f.Pools = f.Pools[:1] },
+			unavailable: "thin pool vg1/tp not found", commands: 1},
 		{
 			name: "thin pool is a thin LV",
 			modify: func(f *fake.Runner) {
 				f.Pools = f.Pools[:1]
 				f.LVs = []fake.LV{{VG: "vg1", Name: "tp", Pool: "pool", Size: gib}}
 			},
-			wantErr: lvm.ErrNotFound,
+			unavailable: "vg1/tp is not a thin pool", commands: 1,
 		},
 		{
 			name: "lvm fails",
 			modify: func(f *fake.Runner) {
 				f.Failures = []fake.Failure{{Subcommand: "fullreport", Stderr: "  Device or resource busy"}}
 			},
-			wantErr: &lvm.CommandError{},
+			wantErr:  &lvm.CommandError{},
+			commands: 1,
 		},
 	}
 	for _, tt := range tests {
@@ -210,6 +219,22 @@ func TestStart(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Start: %v", err)
 				}
+				resp, err := d.report(d.store.current(), "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range resp.GetDeviceClasses() {
+					want := ""
+					if c.GetDeviceClass() == "hdd" {
+						want = tt.unavailable
+					}
+					if c.GetUnavailable() != want {
+						t.Errorf("%s: unavailable %q, want %q", c.GetDeviceClass(), c.GetUnavailable(), want)
+					}
+					if want != "" && c.GetAvailableBytes() != 0 {
+						t.Errorf("%s: %d bytes available while unavailable", c.GetDeviceClass(), c.GetAvailableBytes())
+					}
+				}
 			case *lvm.CommandError:
 				if !errors.As(err, &want) {
 					t.Fatalf("Start: %v, want a *lvm.CommandError", err)
@@ -219,10 +244,84 @@ func TestStart(t *testing.T) {
 					t.Fatalf("Start: %v, want %v", err, want)
 				}
 			}
-			if got, want := f.Total(), 1; got != want {
-				t.Errorf("Start ran %d commands (%q), want %d", got, f.Calls(), want)
+			if got := f.Total(); got != tt.commands {
+				t.Errorf("Start ran %d commands (%q), want %d", got, f.Calls(), tt.commands)
 			}
 		})
+	}
+}
+
+// A device class whose volume group is missing serves nothing
+// (FailedPrecondition, no lvm command) while the other serves; once an
+// administrator makes the VG and pool, a refresh finds them and the class
+// serves, without a restart.
+func TestDeviceClassAppears(t *testing.T) {
+	f := testRunner()
+	f.VGs, f.Pools = f.VGs[:1], f.Pools[:1]
+	reg := prometheus.NewRegistry()
+	cfg := testConfig()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d := New(cfg, f, NewMetrics(reg), Options{}, logr.Discard())
+	d.store.debounce, d.store.maxStale, d.store.interval = 5*time.Millisecond, 200*time.Millisecond, time.Hour
+	if err := d.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := logr.NewContext(t.Context(), logr.Discard())
+	available := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "thinlvm_lvmd_device_class_available" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "device_class" && l.GetValue() == "hdd" {
+						return m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		t.Fatal("no thinlvm_lvmd_device_class_available{device_class=hdd}")
+		return 0
+	}
+	if got := available(); got != 0 {
+		t.Errorf("hdd available gauge %v before its VG, want 0", got)
+	}
+	svc := &lvService{d: d}
+	before := f.Count("lvcreate")
+	_, err := svc.CreateLV(ctx, &pb.CreateLVRequest{Name: "a", DeviceClass: "hdd", SizeBytes: gib})
+	if err = toStatus(err); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "volume group vg1 not found") {
+		t.Fatalf("CreateLV in hdd without its VG: %v, want FailedPrecondition naming the VG", err)
+	}
+	if got := f.Count("lvcreate"); got != before {
+		t.Errorf("%d lvcreate for a class without its VG", got-before)
+	}
+	if _, err := svc.CreateLV(ctx, &pb.CreateLVRequest{Name: "b", DeviceClass: "ssd", SizeBytes: gib}); err != nil {
+		t.Fatalf("CreateLV in ssd: %v", err)
+	}
+
+	f.AddVGAndPool(fake.VG{Name: "vg1", Size: 8 * gib, Free: 3 * gib}, fake.Pool{VG: "vg1", Name: "tp", Size: 4 * gib, WhenFull: "queue"})
+	if err := d.store.refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := d.report(d.store.current(), "hdd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := resp.GetDeviceClasses()[0]; c.GetUnavailable() != "" || c.GetAvailableBytes() == 0 {
+		t.Fatalf("hdd after its VG was made: unavailable %q, %d bytes available", c.GetUnavailable(), c.GetAvailableBytes())
+	}
+	if got := available(); got != 1 {
+		t.Errorf("hdd available gauge %v after its VG was made, want 1", got)
+	}
+	if _, err := svc.CreateLV(ctx, &pb.CreateLVRequest{Name: "a", DeviceClass: "hdd", SizeBytes: gib}); err != nil {
+		t.Fatalf("CreateLV in hdd once its VG is there: %v", err)
 	}
 }
 

@@ -29,7 +29,7 @@ func toStatus(err error) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, lvm.ErrShrink):
 		code = codes.OutOfRange
-	case errors.Is(err, lvm.ErrNotManaged), errors.Is(err, lvm.ErrNotActive), errors.Is(err, lvm.ErrMetadataSnapHeld):
+	case errors.Is(err, lvm.ErrNotManaged), errors.Is(err, lvm.ErrNotActive), errors.Is(err, lvm.ErrMetadataSnapHeld), errors.Is(err, lvm.ErrUnavailable):
 		code = codes.FailedPrecondition
 	case errors.Is(err, lvm.ErrNotFound):
 		code = codes.NotFound

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -220,20 +221,46 @@ func (s *store) markDirty() {
 // refreshLocked reads a new report and publishes it. Called with the lock
 // held.
 func (s *store) refreshLocked(ctx context.Context) error {
-	r, err := s.lvm.FullReport(ctx, s.vgs)
+	r, err := s.read(ctx)
 	if err != nil {
 		return err
 	}
 	s.publish(r, true)
 	s.stale = false
 	if s.afterRefresh != nil && s.afterRefresh(ctx, r) {
-		r, err := s.lvm.FullReport(ctx, s.vgs)
+		r, err := s.read(ctx)
 		if err != nil {
 			return err
 		}
 		s.publish(r, true)
 	}
 	return nil
+}
+
+// read reports the configured volume groups. lvm refuses the report when
+// one of them is missing (a node without the VG, or before an
+// administrator made it): then read lists the VGs there are and reports
+// those, so that the missing VG's device class is unavailable (capacity)
+// and the others serve; every refresh looks for it again.
+func (s *store) read(ctx context.Context) (*lvm.Report, error) {
+	r, err := s.lvm.FullReport(ctx, s.vgs)
+	if err == nil || !errors.Is(err, lvm.ErrNotFound) {
+		return r, err
+	}
+	there, lerr := s.lvm.VGNames(ctx)
+	if lerr != nil {
+		return nil, fmt.Errorf("%w; then: %w", err, lerr)
+	}
+	var vgs []string
+	for _, vg := range s.vgs {
+		if slices.Contains(there, vg) {
+			vgs = append(vgs, vg)
+		}
+	}
+	if len(vgs) == 0 {
+		return &lvm.Report{}, nil // lvm would report every VG
+	}
+	return s.lvm.FullReport(ctx, vgs)
 }
 
 // freshenLocked re-reads the report when it is stale: a mutation decides

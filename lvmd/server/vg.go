@@ -31,11 +31,7 @@ func (d *Daemon) report(v *view, class string) (*pb.GetCapacityResponse, error) 
 	}
 	resp := &pb.GetCapacityResponse{Generation: v.generation}
 	for i := range classes {
-		c, err := capacity(&classes[i], v.report)
-		if err != nil {
-			return nil, err
-		}
-		resp.DeviceClasses = append(resp.DeviceClasses, c)
+		resp.DeviceClasses = append(resp.DeviceClasses, capacity(&classes[i], v.report))
 	}
 	return resp, nil
 }

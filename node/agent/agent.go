@@ -79,6 +79,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Namespace: o.Namespace}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	var synced prometheus.Gauge
+	if o.Metrics != nil {
+		synced = lvmnode.NewSyncedGauge(o.Metrics)
+	}
 	return mgr.Add(&lvmnode.Publisher{Client: mgr.GetClient(), LVMD: o.LVMD, NodeName: o.NodeName, Interval: o.PublishInterval,
-		DriftInterval: o.PublishDriftInterval, Recorder: recorder, Transfer: o.Transfer})
+		DriftInterval: o.PublishDriftInterval, Recorder: recorder, Transfer: o.Transfer, Synced: synced})
 }

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,10 +50,27 @@ type Publisher struct {
 	Recorder events.EventRecorder
 	// Transfer, when set, is published as the node's transfer endpoint.
 	Transfer *thinlvmv1.TransferEndpoint
+	// Resync is how often the newest report is compared with the LVMNode
+	// again when lvmd sends nothing new (an idle node); default 1m.
+	Resync time.Duration
+	// Synced, when set, is set to the time (Unix seconds) the LVMNode was
+	// last found or made current: at every report and every Resync. An
+	// agent that cannot write its LVMNode (or a stuck one) stops moving it
+	// (the ThinLVMNodeStatusStale alert).
+	Synced prometheus.Gauge
 
 	mu        sync.Mutex
 	writes    int
 	lastWrite time.Time
+}
+
+// NewSyncedGauge makes a Publisher's Synced gauge,
+// thinlvm_node_lvmnode_synced_timestamp_seconds, registered with reg.
+func NewSyncedGauge(reg prometheus.Registerer) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "thinlvm", Subsystem: "node", Name: "lvmnode_synced_timestamp_seconds",
+		Help: "When the agent last found its LVMNode current or made it so (Unix seconds): at every lvmd report, and every minute when idle."})
+	reg.MustRegister(g)
+	return g
 }
 
 var _ manager.Runnable = (*Publisher)(nil)
@@ -84,8 +104,10 @@ func (p *Publisher) Start(ctx context.Context) error {
 	latest := make(chan *pb.GetCapacityResponse, 1)
 	go p.follow(ctx, latest)
 
-	var pending *pb.GetCapacityResponse
+	var pending, last *pb.GetCapacityResponse
 	var timer <-chan time.Time
+	resync := time.NewTicker(orDefault(p.Resync, time.Minute))
+	defer resync.Stop()
 	// held: the timer waits out DriftInterval for a report that changes
 	// only the pools' use; a newer report is looked at at once.
 	held := false
@@ -94,8 +116,13 @@ func (p *Publisher) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case pending = <-latest:
+			last = pending
 			if held {
 				timer, held = nil, false
+			}
+		case <-resync.C:
+			if pending == nil {
+				pending = last
 			}
 		case <-timer:
 			timer, held = nil, false
@@ -112,6 +139,9 @@ func (p *Publisher) Start(ctx context.Context) error {
 			logger.Error(err, "publish LVMNode failed; retrying")
 			timer = time.After(orDefault(p.Retry, 2*time.Second))
 			continue
+		}
+		if p.Synced != nil {
+			p.Synced.SetToCurrentTime()
 		}
 		if wait > 0 {
 			timer, held = time.After(wait), true
@@ -169,7 +199,7 @@ func (p *Publisher) publish(ctx context.Context, resp *pb.GetCapacityResponse) (
 	}
 	classes := DeviceClasses(resp)
 	if equality.Semantic.DeepEqual(ln.Status.Transfer, p.Transfer) {
-		if equality.Semantic.DeepEqual(ln.Status.DeviceClasses, classes) {
+		if equality.Semantic.DeepEqual(ln.Status.DeviceClasses, classes) && meta.FindStatusCondition(ln.Status.Conditions, thinlvmv1.ConditionReady) != nil {
 			return 0, nil
 		}
 		if onlyUse(ln.Status.DeviceClasses, classes) {
@@ -182,6 +212,7 @@ func (p *Publisher) publish(ctx context.Context, resp *pb.GetCapacityResponse) (
 	patch := client.MergeFrom(before)
 	ln.Status.DeviceClasses = classes
 	ln.Status.Transfer = p.Transfer
+	meta.SetStatusCondition(&ln.Status.Conditions, readyCondition(classes, ln.Generation))
 	now := metav1.Now()
 	ln.Status.UpdateTime = &now
 	if err := p.Client.Status().Patch(ctx, ln, patch); err != nil {
@@ -252,8 +283,19 @@ func (p *Publisher) recordChanges(ln *thinlvmv1.LVMNode, before, now []thinlvmv1
 		old[c.Name] = c
 	}
 	for _, c := range now {
-		o := old[c.Name]
+		o, known := old[c.Name]
 		pool := c.VolumeGroup + "/" + c.ThinPool
+		switch {
+		case c.Unavailable != "" && c.Unavailable != o.Unavailable:
+			p.Recorder.Eventf(ln, nil, corev1.EventTypeWarning, thinlvmv1.ReasonDeviceClassUnavailable, "CheckCapacity",
+				"device class %s: %s on this node: it serves no volumes until the volume group and thin pool are made (lvmd looks again at every refresh)", c.Name, c.Unavailable)
+		case c.Unavailable == "" && known && o.Unavailable != "":
+			p.Recorder.Eventf(ln, nil, corev1.EventTypeNormal, thinlvmv1.ReasonDeviceClassAvailable, "CheckCapacity",
+				"device class %s: thin pool %s found: it serves volumes", c.Name, pool)
+		}
+		if c.Unavailable != "" {
+			continue // no pool to tell of
+		}
 		switch {
 		case c.OverHighWatermark && !o.OverHighWatermark:
 			p.Recorder.Eventf(ln, nil, corev1.EventTypeWarning, thinlvmv1.ReasonThinPoolOverHighWatermark, "CheckCapacity",
@@ -283,6 +325,23 @@ func (p *Publisher) recordChanges(ln *thinlvmv1.LVMNode, before, now []thinlvmv1
 	}
 }
 
+// readyCondition is the LVMNode's Ready condition for its device classes:
+// False while one is unavailable, naming each such class and why.
+func readyCondition(classes []thinlvmv1.DeviceClassStatus, generation int64) metav1.Condition {
+	var why []string
+	for _, c := range classes {
+		if c.Unavailable != "" {
+			why = append(why, fmt.Sprintf("device class %s: %s", c.Name, c.Unavailable))
+		}
+	}
+	if len(why) > 0 {
+		return metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionFalse, Reason: thinlvmv1.ReasonDeviceClassUnavailable, ObservedGeneration: generation,
+			Message: strings.Join(why, "; ") + " (lvmd looks again at every refresh: make the volume group and thin pool, or remove the class from this node's lvmd configuration)"}
+	}
+	return metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionTrue, Reason: thinlvmv1.ReasonDeviceClassesReady, ObservedGeneration: generation,
+		Message: fmt.Sprintf("%d device classes serve volumes", len(classes))}
+}
+
 // metadataFull tells whether a class's VG metadata area takes no more
 // volumes.
 func metadataFull(c thinlvmv1.DeviceClassStatus) bool {
@@ -305,6 +364,7 @@ func DeviceClasses(resp *pb.GetCapacityResponse) []thinlvmv1.DeviceClassStatus {
 			OverHighWatermark:  c.GetOverHighWatermark(),
 			PoolHealth:         thinlvmv1.ThinPoolHealth(c.GetPoolHealth()),
 			VGMetadata:         vgMetadata(c),
+			Unavailable:        c.GetUnavailable(),
 		})
 	}
 	return out

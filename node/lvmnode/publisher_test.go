@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -351,4 +353,85 @@ func TestPublisherWritesUseAfterDriftInterval(t *testing.T) {
 	eventually(t, "the LVMNode", func() bool { ln := lvmNode(t, "drift-node-2"); return ln != nil && len(ln.Status.DeviceClasses) == 1 })
 	f.LVM.SetPoolUsage("vg0", "pool0", 12.7, 10.5)
 	eventually(t, "the drift written", func() bool { return lvmNode(t, "drift-node-2").Status.DeviceClasses[0].DataPercent == "12.70" })
+}
+
+// A node without a device class's volume group: the LVMNode shows the
+// class unavailable, Ready False naming it, with a Warning Event; once the
+// VG and pool are made, lvmd's next refresh finds them, the class has room,
+// Ready turns True, with a Normal Event. The agent is never restarted.
+func TestPublisherDeviceClassAppears(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := k8sClient.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "late-vg-node"}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{DeviceClasses: []config.DeviceClass{
+		{Name: "ssd", VolumeGroup: "vg0", ThinPool: "pool0", Default: true},
+		{Name: "nvme", VolumeGroup: "vgnvme", ThinPool: "pool1"},
+	}}
+	cfg.Default()
+	r := &fake.Runner{
+		VGs:   []fake.VG{{Name: "vg0", Size: 16 * gib, Free: 8 * gib}},
+		Pools: []fake.Pool{{VG: "vg0", Name: "pool0", Size: 8 * gib}},
+	}
+	f := lvmdtest.Start(t, lvmdtest.Options{Config: cfg, Runner: r})
+	rec := events.NewFakeRecorder(20)
+	synced := lvmnode.NewSyncedGauge(prometheus.NewRegistry())
+	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "late-vg-node", Interval: 50 * time.Millisecond, Retry: 50 * time.Millisecond, Recorder: rec,
+		Resync: 100 * time.Millisecond, Synced: synced}
+	go func() { _ = p.Start(ctx) }()
+
+	ready := func() *metav1.Condition {
+		ln := lvmNode(t, "late-vg-node")
+		if ln == nil {
+			return nil
+		}
+		for i := range ln.Status.Conditions {
+			if ln.Status.Conditions[i].Type == thinlvmv1.ConditionReady {
+				return &ln.Status.Conditions[i]
+			}
+		}
+		return nil
+	}
+	eventually(t, "Ready False", func() bool { c := ready(); return c != nil && c.Status == metav1.ConditionFalse })
+	if c := ready(); c.Reason != thinlvmv1.ReasonDeviceClassUnavailable || !strings.Contains(c.Message, "device class nvme: volume group vgnvme not found") {
+		t.Errorf("Ready: %s %q, want %s naming the class and its VG", c.Reason, c.Message, thinlvmv1.ReasonDeviceClassUnavailable)
+	}
+	for _, c := range lvmNode(t, "late-vg-node").Status.DeviceClasses {
+		switch {
+		case c.Name == "nvme" && (c.Unavailable != "volume group vgnvme not found" || !c.Available.IsZero()):
+			t.Errorf("nvme: unavailable %q, available %s; want the missing VG and none", c.Unavailable, c.Available.String())
+		case c.Name == "ssd" && (c.Unavailable != "" || c.Available.IsZero()):
+			t.Errorf("ssd: unavailable %q, available %s; want it serving", c.Unavailable, c.Available.String())
+		}
+	}
+	if ev := nextEvent(t, rec); !strings.HasPrefix(ev, "Warning DeviceClassUnavailable device class nvme: volume group vgnvme not found") {
+		t.Errorf("event %q, want the class unavailable", ev)
+	}
+
+	f.LVM.AddVGAndPool(fake.VG{Name: "vgnvme", Size: 16 * gib, Free: 8 * gib}, fake.Pool{VG: "vgnvme", Name: "pool1", Size: 8 * gib})
+	eventually(t, "Ready True", func() bool { c := ready(); return c != nil && c.Status == metav1.ConditionTrue })
+	for _, c := range lvmNode(t, "late-vg-node").Status.DeviceClasses {
+		if c.Unavailable != "" || c.Available.IsZero() {
+			t.Errorf("%s after its VG was made: unavailable %q, available %s", c.Name, c.Unavailable, c.Available.String())
+		}
+	}
+	// Idle now: the resync moves the gauge all the same.
+	at := testutil.ToFloat64(synced)
+	eventually(t, "the sync gauge to move while idle", func() bool { return testutil.ToFloat64(synced) > at })
+	if ev := nextEvent(t, rec); !strings.HasPrefix(ev, "Normal DeviceClassAvailable device class nvme: thin pool vgnvme/pool1 found") {
+		t.Errorf("event %q, want the class available", ev)
+	}
+}
+
+// nextEvent takes the recorder's next Event (recorded after the write).
+func nextEvent(t *testing.T, rec *events.FakeRecorder) string {
+	t.Helper()
+	select {
+	case ev := <-rec.Events:
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Event")
+		return ""
+	}
 }

@@ -418,6 +418,15 @@ func (r *Runner) AddLV(lv LV) {
 	r.LVs = append(r.LVs, lv)
 }
 
+// AddVGAndPool adds a volume group and a thin pool in it, as an
+// administrator would (vgcreate, lvcreate --thinpool).
+func (r *Runner) AddVGAndPool(vg VG, pool Pool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.VGs = append(r.VGs, vg)
+	r.Pools = append(r.Pools, pool)
+}
+
 // SetPoolUsage sets a thin pool's data and metadata use, in percent. It
 // panics when there is no such pool: that is a broken test.
 func (r *Runner) SetPoolUsage(vg, pool string, data, metadata float64) {
