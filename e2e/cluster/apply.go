@@ -42,6 +42,14 @@ func (c *Cluster) Apply(ctx context.Context, path string) error {
 	return nil
 }
 
+// ApplyKustomization runs `kubectl apply -k dir` with the control plane's
+// kubectl, as a user applies an optional part of the install; the error
+// carries kubectl's output.
+func (c *Cluster) ApplyKustomization(ctx context.Context, dir string) error {
+	_, err := c.kubectl(ctx, "apply", "-k", dir)
+	return err
+}
+
 // ApplyYAML server-side applies the objects of a YAML stream.
 func (c *Cluster) ApplyYAML(ctx context.Context, data []byte) error {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -274,4 +275,104 @@ func TestPodWithBoundClaimsSchedulesAgain(t *testing.T) {
 	if got := placedAndBound(t, "again", "again-data"); got != first {
 		t.Errorf("the re-created pod is on %s, its volumes on %s", got, first)
 	}
+}
+
+// The optional scheduler-name policy (deploy/scheduler-name). From 1.36
+// the API server serves MutatingAdmissionPolicy: a pod created in a
+// labelled namespace gets schedulerName thinlvm-scheduler; one that names
+// another scheduler keeps it; a pod in an unlabelled namespace keeps the
+// default. Before 1.36 (a beta API, off by default) the policy does not
+// apply, and kubectl says why: the documented degradation.
+func TestSchedulerNamePolicy(t *testing.T) {
+	dc, err := discovery.NewDiscoveryClientForConfig(k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := !(v.Major == "1" && (strings.HasPrefix(v.Minor, "34") || strings.HasPrefix(v.Minor, "35")))
+	err = k.ApplyKustomization(ctx, deployPath("scheduler-name"))
+	if !served {
+		if err == nil || !strings.Contains(err.Error(), "MutatingAdmissionPolicy") {
+			t.Fatalf("Kubernetes %s.%s: applying the policy: %v; want kubectl to refuse a MutatingAdmissionPolicy it does not serve", v.Major, v.Minor, err)
+		}
+		t.Logf("Kubernetes %s.%s does not serve MutatingAdmissionPolicy v1: %v", v.Major, v.Minor, err)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, o := range []client.Object{&admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "thinlvm-scheduler-name"}},
+			&admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "thinlvm-scheduler-name"}}} {
+			if err := k.Client.Delete(ctx, o); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	labelled := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "vms", Labels: map[string]string{"thinlvm.io/scheduler": "thinlvm-scheduler"}}}
+	plain := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}
+	if err := k.CreateAll(ctx, labelled, plain); err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup(t, labelled, plain)
+	for _, ns := range []string{labelled.Name, plain.Name} {
+		if err := k.WaitFor(ctx, "the default ServiceAccount of "+ns, time.Minute, func() (bool, error) {
+			err := k.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
+			return err == nil, client.IgnoreNotFound(err)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := func(ns, name, scheduler string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{SchedulerName: scheduler,
+			// Nothing places it: a toleration-free pod asking for a node
+			// label no node has stays Pending whichever scheduler has it.
+			NodeSelector: map[string]string{"thinlvm.io/test": "nowhere"},
+			Containers:   []corev1.Container{{Name: "c", Image: "pause"}}}}
+	}
+	// The policy's type check and its informer take a moment after it is
+	// made: the first pod is retried until the policy has it.
+	var got corev1.Pod
+	if err := k.WaitFor(ctx, "the policy to set a pod's scheduler", time.Minute, func() (bool, error) {
+		p := pod(labelled.Name, "", "")
+		p.GenerateName = "vm-launcher-"
+		if err := k.Client.Create(ctx, p); err != nil {
+			return false, err
+		}
+		got = *p
+		if p.Spec.SchedulerName == "thinlvm-scheduler" {
+			return true, nil
+		}
+		return false, k.Client.Delete(ctx, p)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{pod(labelled.Name, "other", "my-scheduler"), "my-scheduler"},
+		{pod(labelled.Name, "defaulted", ""), "thinlvm-scheduler"},
+		{pod(plain.Name, "elsewhere", ""), "default-scheduler"},
+	} {
+		if err := k.Client.Create(ctx, c.pod); err != nil {
+			t.Fatal(err)
+		}
+		if c.pod.Spec.SchedulerName != c.want {
+			t.Errorf("pod %s/%s: schedulerName %q, want %q", c.pod.Namespace, c.pod.Name, c.pod.Spec.SchedulerName, c.want)
+		}
+	}
+	t.Logf("pod %s/%s: schedulerName %s", got.Namespace, got.Name, got.Spec.SchedulerName)
+}
+
+// deployPath is a directory of the repository's deploy/.
+func deployPath(dir string) string {
+	p, err := filepath.Abs(filepath.Join("..", "..", "deploy", dir))
+	if err != nil {
+		panic(err)
+	}
+	return p
 }
