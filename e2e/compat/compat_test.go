@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	k8sversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,14 +70,7 @@ func version() string {
 // CRDs established, the node-identity admission policy and its binding
 // in place, and the scheduler Deployment runs the minor's scheduler image.
 func TestInstalledOnTheMinor(t *testing.T) {
-	dc, err := discovery.NewDiscoveryClientForConfig(k.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := dc.ServerVersion()
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := serverVersion(t)
 	if *minor != "" && !strings.HasPrefix(v.GitVersion, "v"+*minor+".") {
 		t.Errorf("kube-apiserver %s, want %s", v.GitVersion, *minor)
 	}
@@ -284,16 +278,9 @@ func TestPodWithBoundClaimsSchedulesAgain(t *testing.T) {
 // default. Before 1.36 (a beta API, off by default) the policy does not
 // apply, and kubectl says why: the documented degradation.
 func TestSchedulerNamePolicy(t *testing.T) {
-	dc, err := discovery.NewDiscoveryClientForConfig(k.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := dc.ServerVersion()
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := serverVersion(t)
 	served := !(v.Major == "1" && (strings.HasPrefix(v.Minor, "34") || strings.HasPrefix(v.Minor, "35")))
-	err = k.ApplyKustomization(ctx, deployPath("scheduler-name"))
+	err := k.ApplyKustomization(ctx, deployPath("scheduler-name"))
 	if !served {
 		if err == nil || !strings.Contains(err.Error(), "MutatingAdmissionPolicy") {
 			t.Fatalf("Kubernetes %s.%s: applying the policy: %v; want kubectl to refuse a MutatingAdmissionPolicy it does not serve", v.Major, v.Minor, err)
@@ -375,4 +362,18 @@ func deployPath(dir string) string {
 		panic(err)
 	}
 	return p
+}
+
+// serverVersion is the API server's version, as discovery reports it.
+func serverVersion(t *testing.T) *k8sversion.Info {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
