@@ -34,6 +34,7 @@ import (
 	"github.com/thinlvm/thinlvm/node/csi"
 	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/lvmd"
+	"github.com/thinlvm/thinlvm/node/lvmnode"
 	"github.com/thinlvm/thinlvm/node/registration"
 	"github.com/thinlvm/thinlvm/node/transfer"
 	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
@@ -302,14 +303,8 @@ func deviceClassesServe(ctx context.Context, c lvmd.Client) error {
 	if err != nil {
 		return fmt.Errorf("lvmd: %w", err)
 	}
-	var why []string
-	for _, dc := range resp.GetDeviceClasses() {
-		if dc.GetUnavailable() != "" {
-			why = append(why, "device class "+dc.GetDeviceClass()+": "+dc.GetUnavailable())
-		}
-	}
-	if len(why) > 0 {
-		return errors.New(strings.Join(why, "; "))
+	if why := lvmnode.Unavailable(lvmnode.DeviceClasses(resp)); why != "" {
+		return errors.New(why)
 	}
 	return nil
 }

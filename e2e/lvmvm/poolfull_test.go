@@ -7,19 +7,28 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 )
 
-// poolMetric returns a thinlvm_lvmd_thinpool_* gauge of a device class;
-// labels are further label=value pairs the series must carry.
+// poolMetric returns a thinlvm_lvmd_thinpool_* gauge of a device class of
+// the suite's lvmd; labels are further label=value pairs the series must
+// carry.
 func poolMetric(t *testing.T, ctx context.Context, name, class string, labels ...string) float64 {
 	t.Helper()
 	fams, err := testVM.LVMDMetrics(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return classGauge(t, fams, name, class, labels...)
+}
+
+// classGauge returns a gauge of a device class from scraped metrics;
+// labels are further label=value pairs the series must carry.
+func classGauge(t *testing.T, fams map[string]*dto.MetricFamily, name, class string, labels ...string) float64 {
+	t.Helper()
 	f, ok := fams[name]
 	if !ok {
 		t.Fatalf("lvmd serves no %s", name)

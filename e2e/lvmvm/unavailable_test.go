@@ -75,15 +75,7 @@ func TestDeviceClassAppears(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range fams["thinlvm_lvmd_device_class_available"].GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "device_class" && l.GetValue() == "late" {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-		t.Fatalf("no thinlvm_lvmd_device_class_available{device_class=late}; log:\n%s", in.Log())
-		return -1
+		return classGauge(t, fams, "thinlvm_lvmd_device_class_available", "late")
 	}
 
 	c := classes()

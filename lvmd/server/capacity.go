@@ -24,19 +24,11 @@ func capacity(dc *config.DeviceClass, r *lvm.Report) *pb.DeviceClassCapacity {
 		Default:            dc.Default,
 		OverprovisionRatio: dc.OverprovisionRatio,
 	}
-	vg := r.VG(dc.VolumeGroup)
-	if vg == nil {
-		c.Unavailable = fmt.Sprintf("volume group %s not found", dc.VolumeGroup)
-		return c
+	vg, pool := r.VG(dc.VolumeGroup), r.LV(dc.VolumeGroup, dc.ThinPool)
+	if vg != nil {
+		c.VgSizeBytes, c.VgFreeBytes = vg.Size, vg.Free
 	}
-	c.VgSizeBytes, c.VgFreeBytes = vg.Size, vg.Free
-	pool := r.LV(dc.VolumeGroup, dc.ThinPool)
-	switch {
-	case pool == nil:
-		c.Unavailable = fmt.Sprintf("thin pool %s/%s not found", dc.VolumeGroup, dc.ThinPool)
-		return c
-	case !pool.IsThinPool():
-		c.Unavailable = fmt.Sprintf("%s/%s is not a thin pool", dc.VolumeGroup, dc.ThinPool)
+	if c.Unavailable = missing(dc, vg, pool); c.Unavailable != "" {
 		return c
 	}
 	c.ThinPoolSizeBytes = pool.Size
@@ -88,10 +80,25 @@ func capacity(dc *config.DeviceClass, r *lvm.Report) *pb.DeviceClassCapacity {
 	return c
 }
 
-// unavailable is the error of a request to a device class that capacity
-// found unavailable.
-func unavailable(c *pb.DeviceClassCapacity) error {
-	return fmt.Errorf("%w: device class %s: %s on this node", lvm.ErrUnavailable, c.DeviceClass, c.Unavailable)
+// missing says why a device class cannot serve volumes on this node, from
+// its volume group and thin pool as the report has them (nil when it has
+// none): one is not there; "" when both are.
+func missing(dc *config.DeviceClass, vg *lvm.VG, pool *lvm.LV) string {
+	switch {
+	case vg == nil:
+		return fmt.Sprintf("volume group %s not found", dc.VolumeGroup)
+	case pool == nil:
+		return fmt.Sprintf("thin pool %s/%s not found", dc.VolumeGroup, dc.ThinPool)
+	case !pool.IsThinPool():
+		return fmt.Sprintf("%s/%s is not a thin pool", dc.VolumeGroup, dc.ThinPool)
+	}
+	return ""
+}
+
+// unavailable is the error of a request to a device class that is missing
+// why (missing).
+func unavailable(dc *config.DeviceClass, why string) error {
+	return fmt.Errorf("%w: device class %s: %s on this node", lvm.ErrUnavailable, dc.Name, why)
 }
 
 func overHighWatermark(dc *config.DeviceClass, c *pb.DeviceClassCapacity) bool {

@@ -82,7 +82,7 @@ func (d *Daemon) devicePath(vg, name string) string {
 func (d *Daemon) checkRoom(ctx context.Context, dc *config.DeviceClass, need uint64) error {
 	c := capacity(dc, d.store.current().report)
 	if c.Unavailable != "" {
-		return unavailable(c)
+		return unavailable(dc, c.Unavailable)
 	}
 	// lvcreate would activate a pool an administrator deactivated, e.g. to
 	// run lvconvert --repair, which then refuses an active pool.
@@ -95,7 +95,7 @@ func (d *Daemon) checkRoom(ctx context.Context, dc *config.DeviceClass, need uin
 			return err
 		}
 		if c = capacity(dc, d.store.current().report); c.Unavailable != "" {
-			return unavailable(c)
+			return unavailable(dc, c.Unavailable)
 		}
 	}
 	if overHighWatermark(dc, c) {
@@ -114,10 +114,11 @@ func (d *Daemon) checkRoom(ctx context.Context, dc *config.DeviceClass, need uin
 // thin pool is missing (FailedPrecondition).
 func (d *Daemon) extentSize(dc *config.DeviceClass) (uint64, error) {
 	r := d.store.current().report
-	if c := capacity(dc, r); c.Unavailable != "" {
-		return 0, unavailable(c)
+	vg := r.VG(dc.VolumeGroup)
+	if why := missing(dc, vg, r.LV(dc.VolumeGroup, dc.ThinPool)); why != "" {
+		return 0, unavailable(dc, why)
 	}
-	return r.VG(dc.VolumeGroup).ExtentSize, nil
+	return vg.ExtentSize, nil
 }
 
 func withTags(tags []string) []string {

@@ -258,59 +258,29 @@ func TestStart(t *testing.T) {
 func TestDeviceClassAppears(t *testing.T) {
 	f := testRunner()
 	f.VGs, f.Pools = f.VGs[:1], f.Pools[:1]
-	reg := prometheus.NewRegistry()
-	cfg := testConfig()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	d := New(cfg, f, NewMetrics(reg), Options{}, logr.Discard())
-	d.store.debounce, d.store.maxStale, d.store.interval = 5*time.Millisecond, 200*time.Millisecond, time.Hour
-	if err := d.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	ctx := logr.NewContext(t.Context(), logr.Discard())
-	available := func() float64 {
-		t.Helper()
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "thinlvm_lvmd_device_class_available" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "device_class" && l.GetValue() == "hdd" {
-						return m.GetGauge().GetValue()
-					}
-				}
-			}
-		}
-		t.Fatal("no thinlvm_lvmd_device_class_available{device_class=hdd}")
-		return 0
-	}
+	e := newEnv(t, testConfig(), f, envOptions{})
+	ctx := t.Context()
+	available := func() float64 { return metricValue(t, e.d.metrics.available.WithLabelValues("hdd")) }
 	if got := available(); got != 0 {
 		t.Errorf("hdd available gauge %v before its VG, want 0", got)
 	}
-	svc := &lvService{d: d}
 	before := f.Count("lvcreate")
-	_, err := svc.CreateLV(ctx, &pb.CreateLVRequest{Name: "a", DeviceClass: "hdd", SizeBytes: gib})
-	if err = toStatus(err); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "volume group vg1 not found") {
+	_, err := e.lv.CreateLV(ctx, &pb.CreateLVRequest{Name: "a", DeviceClass: "hdd", SizeBytes: gib})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "volume group vg1 not found") {
 		t.Fatalf("CreateLV in hdd without its VG: %v, want FailedPrecondition naming the VG", err)
 	}
 	if got := f.Count("lvcreate"); got != before {
 		t.Errorf("%d lvcreate for a class without its VG", got-before)
 	}
-	if _, err := svc.CreateLV(ctx, &pb.CreateLVRequest{Name: "b", DeviceClass: "ssd", SizeBytes: gib}); err != nil {
+	if _, err := e.lv.CreateLV(ctx, &pb.CreateLVRequest{Name: "b", DeviceClass: "ssd", SizeBytes: gib}); err != nil {
 		t.Fatalf("CreateLV in ssd: %v", err)
 	}
 
 	f.AddVGAndPool(fake.VG{Name: "vg1", Size: 8 * gib, Free: 3 * gib}, fake.Pool{VG: "vg1", Name: "tp", Size: 4 * gib, WhenFull: "queue"})
-	if err := d.store.refresh(t.Context()); err != nil {
+	if err := e.d.store.refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := d.report(d.store.current(), "hdd")
+	resp, err := e.vg.GetCapacity(ctx, &pb.GetCapacityRequest{DeviceClass: "hdd"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +290,7 @@ func TestDeviceClassAppears(t *testing.T) {
 	if got := available(); got != 1 {
 		t.Errorf("hdd available gauge %v after its VG was made, want 1", got)
 	}
-	if _, err := svc.CreateLV(ctx, &pb.CreateLVRequest{Name: "a", DeviceClass: "hdd", SizeBytes: gib}); err != nil {
+	if _, err := e.lv.CreateLV(ctx, &pb.CreateLVRequest{Name: "a", DeviceClass: "hdd", SizeBytes: gib}); err != nil {
 		t.Fatalf("CreateLV in hdd once its VG is there: %v", err)
 	}
 }

@@ -328,18 +328,26 @@ func (p *Publisher) recordChanges(ln *thinlvmv1.LVMNode, before, now []thinlvmv1
 // readyCondition is the LVMNode's Ready condition for its device classes:
 // False while one is unavailable, naming each such class and why.
 func readyCondition(classes []thinlvmv1.DeviceClassStatus, generation int64) metav1.Condition {
+	if why := Unavailable(classes); why != "" {
+		return metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionFalse, Reason: thinlvmv1.ReasonDeviceClassUnavailable, ObservedGeneration: generation,
+			Message: why + " (lvmd looks again at every refresh: make the volume group and thin pool, or remove the class from this node's lvmd configuration)"}
+	}
+	return metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionTrue, Reason: thinlvmv1.ReasonDeviceClassesReady, ObservedGeneration: generation,
+		Message: fmt.Sprintf("%d device classes serve volumes", len(classes))}
+}
+
+// Unavailable names each device class that serves no volumes on its node,
+// and why ("device class nvme: volume group vgnvme not found; ..."); ""
+// when every one serves. The LVMNode's Ready condition and the agent's
+// readiness check say it alike.
+func Unavailable(classes []thinlvmv1.DeviceClassStatus) string {
 	var why []string
 	for _, c := range classes {
 		if c.Unavailable != "" {
 			why = append(why, fmt.Sprintf("device class %s: %s", c.Name, c.Unavailable))
 		}
 	}
-	if len(why) > 0 {
-		return metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionFalse, Reason: thinlvmv1.ReasonDeviceClassUnavailable, ObservedGeneration: generation,
-			Message: strings.Join(why, "; ") + " (lvmd looks again at every refresh: make the volume group and thin pool, or remove the class from this node's lvmd configuration)"}
-	}
-	return metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionTrue, Reason: thinlvmv1.ReasonDeviceClassesReady, ObservedGeneration: generation,
-		Message: fmt.Sprintf("%d device classes serve volumes", len(classes))}
+	return strings.Join(why, "; ")
 }
 
 // metadataFull tells whether a class's VG metadata area takes no more
