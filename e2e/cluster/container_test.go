@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -35,16 +36,22 @@ func TestHostLVMBesideContainer(t *testing.T) {
 		}
 	})
 	var objs []client.Object
+	var pods []*corev1.Pod
 	for i := range claims {
 		name := fmt.Sprintf("beside-%d", i)
 		c, p := pvc(name, blockClass, "256Mi", true), pod(name+"-pod", true, onNode(vmNode), name)
 		create(t, c, p)
-		objs = append(objs, p, c)
+		objs, pods = append(objs, p, c), append(pods, p)
 	}
 	var ids []string
 	for i := range claims {
 		_, pv := bound(t, fmt.Sprintf("beside-%d", i))
 		ids = append(ids, pv.Spec.CSI.VolumeHandle)
+	}
+	// The kubelet mapped each device into its pod (and is not still
+	// setting the pods up when they are deleted).
+	for _, p := range pods {
+		waitRunning(t, p)
 	}
 	wg.Wait()
 	select {

@@ -45,14 +45,19 @@ type imageServer struct {
 	requests map[string]int
 	// rate, when set, limits a path's bytes per second.
 	rate map[string]int
-	// held, when set, stops a path's responses after that many bytes
-	// until release is closed.
-	held    map[string]int
+	// held, when set, stops a path's responses after some bytes until
+	// the path's hold is released.
+	held map[string]pathHold
+}
+
+// pathHold stops a path's responses after n bytes until release is closed.
+type pathHold struct {
+	n       int
 	release chan struct{}
 }
 
 func newImageServer(t testing.TB) *imageServer {
-	s := &imageServer{blobs: map[string][]byte{}, requests: map[string]int{}, rate: map[string]int{}, held: map[string]int{}, release: make(chan struct{})}
+	s := &imageServer{blobs: map[string][]byte{}, requests: map[string]int{}, rate: map[string]int{}, held: map[string]pathHold{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
 	return s
@@ -69,7 +74,7 @@ func (s *imageServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", `"`+sum(blob)[:16]+`"`)
-	if rate == 0 && held == 0 {
+	if rate == 0 && held.n == 0 {
 		http.ServeContent(w, r, "image", time.Unix(1e9, 0), bytes.NewReader(blob))
 		return
 	}
@@ -79,14 +84,14 @@ func (s *imageServer) serve(w http.ResponseWriter, r *http.Request) {
 		chunk = rate / 10
 	}
 	for off := 0; off < len(blob); off += chunk {
-		if held > 0 && off >= held {
+		if held.n > 0 && off >= held.n {
 			w.(http.Flusher).Flush()
 			select {
-			case <-s.release:
+			case <-held.release:
 			case <-r.Context().Done():
 				return
 			}
-			held = 0
+			held.n = 0
 		}
 		if _, err := w.Write(blob[off:min(off+chunk, len(blob))]); err != nil {
 			return
@@ -102,14 +107,15 @@ func (s *imageServer) serve(w http.ResponseWriter, r *http.Request) {
 func (s *imageServer) hold(path string, n int) (release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.held[path] = n
+	h := pathHold{n: n, release: make(chan struct{})}
+	s.held[path] = h
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
 			delete(s.held, path)
 			s.mu.Unlock()
-			close(s.release)
+			close(h.release)
 		})
 	}
 }

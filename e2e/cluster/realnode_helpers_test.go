@@ -163,9 +163,7 @@ func deletePod(t *testing.T, pod *corev1.Pod) {
 	if err := client.IgnoreNotFound(k.Client.Delete(ctx, pod)); err != nil {
 		t.Error(err)
 	}
-	if err := k.WaitGone(ctx, 3*time.Minute, pod); err != nil {
-		t.Error(err)
-	}
+	gone(t, pod)
 }
 
 func deleteClaim(t *testing.T, claim *corev1.PersistentVolumeClaim) {

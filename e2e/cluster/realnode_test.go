@@ -394,6 +394,19 @@ func kubeletLogHas(parts ...string) bool {
 	return false
 }
 
+// kubeletLines returns the last 40 lines of the kubelet's log that hold
+// any of keys.
+func kubeletLines(keys ...string) string {
+	data, _ := os.ReadFile(filepath.Join(vm.ShareDir(), "log", "kubelet.log"))
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(l, k) }) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-40):], "\n")
+}
+
 // guestPID is the PID of a node service (node-init.sh's /run/NAME.pid).
 func guestPID(t *testing.T, service string) string {
 	t.Helper()
