@@ -19,7 +19,7 @@ help: ## Show this help.
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: generate
-generate: ## Regenerate checked-in code (protobuf/gRPC).
+generate: ## Regenerate checked-in code: protobuf/gRPC, deepcopy, the chart's CRDs and roles, and deploy/'s kustomize tree rendered from the chart.
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
 	$(GO) build -o $(BIN)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
@@ -28,9 +28,11 @@ generate: ## Regenerate checked-in code (protobuf/gRPC).
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative \
 		lvmd/proto/lvmd.proto node/transfer/proto/transfer.proto
 	$(GO) tool controller-gen object paths=./api/...
-	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/crds
-	$(GO) tool controller-gen rbac:roleName=thinlvm-node paths=./node/... output:rbac:artifacts:config=deploy/rbac/node
-	$(GO) tool controller-gen rbac:roleName=thinlvm-controller paths=./controller/... output:rbac:artifacts:config=deploy/rbac/controller
+	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/chart/crds
+	$(GO) tool controller-gen rbac:roleName=thinlvm-node paths=./node/... output:rbac:artifacts:config=deploy/chart/templates/rbac/node
+	$(GO) tool controller-gen rbac:roleName=thinlvm-controller paths=./controller/... output:rbac:artifacts:config=deploy/chart/templates/rbac/controller
+	sed -i 's/^  namespace: thinlvm-system$$/  namespace: {{ .Release.Namespace }}/' deploy/chart/templates/rbac/*/role.yaml   # the markers' namespace is the release's
+	cd deploy/chart && $(GO) run ./render -kube-version=v$(K8S_NEWEST).0   # deploy/'s kustomize tree from the chart (its own module: Helm's SDK)
 
 .PHONY: verify
 verify: generate verify-imports ## Check formatting, vet, the import boundaries, and that generated code is current.
@@ -39,9 +41,10 @@ verify: generate verify-imports ## Check formatting, vet, the import boundaries,
 	$(GO) mod tidy -diff
 	cd e2e/topolvm && $(GO) vet ./... && $(GO) mod tidy -diff   # the TopoLVM benchmark's own module compiles
 	cd e2e/cluster/addons && $(GO) mod tidy -diff   # the test cluster's add-ons' module
+	cd deploy/chart && $(GO) vet ./... && $(GO) mod tidy -diff   # the Helm chart's module
 	for m in $(K8S_OLDER); do (cd scheduler/k8s$$m && $(GO) mod tidy -diff) || exit 1; done   # each older minor's scheduler module
 	@git diff --exit-code -- . ':!go.sum' || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy/crds deploy/rbac)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy/crds deploy/rbac; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy; exit 1; }
 
 # The one-way arrows between the packages (docs/architecture.md): each rule
 # is a package pattern and the imports it must not have.
@@ -75,9 +78,10 @@ K8S_OLDER  := 1.34 1.35 1.36
 test: test-unit test-minors test-fuzz test-images test-monitoring test-vm ## Run all tests: unit and envtest, every minor's scheduler build, short fuzzing, images, alerts, then the suites that boot VMs (real-LVM, csi-sanity, end-to-end, the real node, volumes that move, golden images, faults) and the compatibility suite on the oldest and newest minors.
 
 .PHONY: test-unit
-test-unit: ## Unit tests (fakes at the lvm runner and lvmd client) and reconciler tests on a real kube-apiserver + etcd.
+test-unit: ## Unit tests (fakes at the lvm runner and lvmd client), reconciler tests on a real kube-apiserver + etcd, and the Helm chart's tests (lint, values, a server-side dry run).
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
-	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e/ -e /deploy/images -e /deploy/monitoring)
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e/ -e /deploy/images -e /deploy/monitoring) && \
+	cd deploy/chart && KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 ./...   # the Helm chart: lint, values, a server-side dry run
 
 # The flags are deploy/images' and build.sh's for the same minor
 # (-trimpath, no cgo, -tags k8s<minor>): the k8s.io packages a minor's
@@ -107,9 +111,12 @@ test-fuzz: ## Short fuzz runs (about 10s each) of the parsers and validators, se
 # them (<repo>/<name>:<tag>). The node images' Debian packages are pinned in
 # deploy/images/*.packages and cached in the user cache directory.
 PUSH ?=
+# The images' tag and the programs' version: the chart's appVersion
+# unless VERSION names another (make release VERSION=v0.2.0).
+VERSION ?=
 .PHONY: images
-images: ## Build the container images (OCI layout in bin/images), reproducibly; PUSH=<registry>/<repo> pushes them.
-	$(GO) run ./deploy/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH))
+images: ## Build the container images (OCI layout in bin/images), reproducibly; PUSH=<registry>/<repo> pushes them, VERSION=vX.Y.Z tags them.
+	$(GO) run ./deploy/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH)) $(if $(VERSION),-tag $(VERSION))
 
 .PHONY: images-pin
 images-pin: ## Re-pin the node images' Debian packages to what the machine's apt sources offer now.
@@ -131,8 +138,9 @@ test-images: host-images ## The images (this machine's arch): reproducible diges
 	$(GO) test -count=1 -timeout 20m ./deploy/images/ -args -images.arches=$(HOSTARCH) -images.layout=$(BIN)/images
 
 .PHONY: release
-release: ## The images for every arch (OCI layout in bin/images, PUSH=<registry>/<repo> pushes them), checked as test-images checks one.
-	$(GO) run ./deploy/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH))
+release: ## The images for every arch (OCI layout in bin/images), checked as test-images checks one; VERSION=vX.Y.Z tags them; PUSH=<registry>/<repo> pushes them and packages the chart with their digests pinned (bin/thinlvm-<version>.tgz).
+	$(GO) run ./deploy/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH) -release-file $(BIN)/release.json) $(if $(VERSION),-tag $(VERSION))
+	$(if $(PUSH),cd deploy/chart && $(GO) run ./package -release $(BIN)/release.json -out $(BIN))
 	$(GO) test -count=1 -timeout 40m ./deploy/images/ -args -images.arches=amd64,arm64
 
 # promtool, built from its Go module (outside this module's go.mod) into the
@@ -223,12 +231,14 @@ chaos: lvmvm-image ## The fault suite at CI size: operations while components ar
 	$(GO) test -count=1 -timeout 40m -v -run 'TestStorm' ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
 
 # The compatibility suite on one minor's control plane (compat-1.34, ...);
-# `make compat` runs it on every supported minor.
+# `make compat` runs it on every supported minor. It installs through the
+# Helm chart, as the other suites do, except on the oldest minor, where it
+# applies deploy/k8s<minor> (the kustomize install stays tested).
 .PHONY: compat
 compat: host-images ## The compatibility suite on the control plane of every supported Kubernetes minor: install, placement and binding.
 	@for m in $(K8S_OLDER) $(K8S_NEWEST); do THINLVM_E2E_IMAGES=$(BIN)/images $(MAKE) --no-print-directory compat-$$m || exit 1; done
 compat-%:
-	$(GO) test -count=1 -timeout 40m -v ./e2e/compat/ $(if $(filter $*,$(K8S_NEWEST)),,-args -compat.minor=$*)
+	$(GO) test -count=1 -timeout 40m -v ./e2e/compat/ -args $(if $(filter $*,$(K8S_NEWEST)),,-compat.minor=$*) $(if $(filter $*,$(firstword $(K8S_OLDER))),-compat.kustomize)
 
 .PHONY: bench
 bench: lvmvm-image ## Benchmarks (and every arch's images, checked): lvmd on real lvm2 (ratios), a node full of LVs (about 30 min), lvmd beside TopoLVM's, 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm, the controller's GetCapacity against 2,000 LVMNodes, hollow nodes at 1,000 and 2,500 (HOLLOW_SIZES=a,b).

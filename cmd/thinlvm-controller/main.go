@@ -54,7 +54,12 @@ func main() {
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The controller's own namespace (default $POD_NAMESPACE), where the populator makes the claims that populate claims from a GoldenImage or GoldenImageChannel; only claims there have their "+thinlvmv1.PopulateGoldenImageAnnotation+" annotation honoured. Empty turns the populator off.")
 	klog.InitFlags(fs)
 	ctrl.RegisterFlags(fs)
+	printVersion := fs.Bool("version", false, "Print the version (the image's tag) and exit.")
 	_ = fs.Parse(os.Args[1:])
+	if *printVersion {
+		fmt.Println(version)
+		return
+	}
 	if err := run(o); err != nil {
 		klog.Background().Error(err, "thinlvm-controller failed")
 		klog.Flush()

@@ -97,7 +97,12 @@ func main() {
 	fs.BoolVar(&o.transferZstd, "transfer-compress", true, "Ask other nodes for zstd-compressed chunks when copying volumes (they send data that does not compress as it is); false on a fast network with slow CPUs.")
 	klog.InitFlags(fs)
 	ctrl.RegisterFlags(fs) // --kubeconfig
+	printVersion := fs.Bool("version", false, "Print the version (the image's tag) and exit.")
 	_ = fs.Parse(os.Args[1:])
+	if *printVersion {
+		fmt.Println(version)
+		return
+	}
 	if err := run(o); err != nil {
 		klog.Background().Error(err, "thinlvm-node failed")
 		klog.Flush()

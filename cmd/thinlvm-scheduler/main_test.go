@@ -1,8 +1,10 @@
 package main
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"os"
 	"path/filepath"
+	"sigs.k8s.io/yaml"
 	"testing"
 	"time"
 
@@ -34,10 +36,7 @@ func load(t *testing.T, data []byte) *kubeschedulerconfig.KubeSchedulerConfigura
 func TestDeployedConfiguration(t *testing.T) {
 	// go test runs in the package's directory (also when -trimpath, as
 	// make test-minors builds, leaves no source path to find it by).
-	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "scheduler", "scheduler-config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := deployedConfig(t, filepath.Join("..", "..", "deploy", "scheduler", "scheduler-config.yaml"))
 	cfg := load(t, data)
 	if err := kubeschedulervalidation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
 		t.Fatalf("kube-scheduler rejects the configuration: %v", err)
@@ -97,4 +96,23 @@ profiles:
 		return
 	}
 	t.Fatal("no ThinLVM plugin config")
+}
+
+// deployedConfig is the KubeSchedulerConfiguration in deploy/'s ConfigMap
+// at file (rendered from the chart).
+func deployedConfig(t *testing.T, file string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.Unmarshal(data, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cfg, ok := cm.Data["scheduler-config.yaml"]
+	if !ok {
+		t.Fatalf("%s: no scheduler-config.yaml in ConfigMap %s", file, cm.Name)
+	}
+	return []byte(cfg)
 }

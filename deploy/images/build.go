@@ -20,7 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// defaultTag is the tag deploy/base/kustomization.yaml names.
+// defaultTag is the chart's appVersion (deploy/chart/Chart.yaml): the tag
+// deploy/, rendered from the chart, installs.
 const defaultTag = "v0.1.0"
 
 // nonRoot is the user of the images whose component needs no privilege
@@ -110,7 +111,7 @@ func buildAll(ctx context.Context, specs []spec, packagesDir, debDir, tag string
 		var adds []mutate.IndexAddendum
 		for _, arch := range archs {
 			bin := filepath.Join(tmp, arch, s.tag(tag), s.name)
-			if err := goBuild(ctx, s, bin, arch); err != nil {
+			if err := goBuild(ctx, s, bin, arch, tag); err != nil {
 				return nil, err
 			}
 			var debs []string
@@ -137,8 +138,10 @@ func buildAll(ctx context.Context, specs []spec, packagesDir, debDir, tag string
 // goBuild builds s's static linux binary for arch; -trimpath and the
 // module's own version stamps keep it the same from build to build. The
 // flags are those of the per-minor unit tests and e2e/cluster/build.sh, so
-// that a minor's k8s.io packages compile once for all three.
-func goBuild(ctx context.Context, s spec, out, arch string) error {
+// that a minor's k8s.io packages compile once for all three; the
+// programs' main.version is the build's tag (the CSI plugin's
+// vendor_version, the start-up log line), set at link time only.
+func goBuild(ctx context.Context, s spec, out, arch, tag string) error {
 	pkg := s.pkg
 	if pkg == "" {
 		pkg = "./cmd/" + s.name
@@ -147,7 +150,7 @@ func goBuild(ctx context.Context, s spec, out, arch string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", s.buildTags, "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", s.buildTags, "-ldflags", "-X main.version="+tag, "-o", out, pkg)
 	cmd.Dir = s.module
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	cmd.Stderr = os.Stderr

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"debug/elf"
 	"errors"
@@ -11,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -147,7 +150,7 @@ func layoutDigests(t *testing.T, dir string) map[string]v1.Hash {
 
 // The images push to a registry (go-containerregistry's, in this process,
 // on loopback) and pull back the same; the layout names them with the tag
-// deploy/base/kustomization.yaml installs.
+// deploy/ installs (the chart's appVersion).
 func TestPushAndLayout(t *testing.T) {
 	bs := buildOnce(t)
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
@@ -201,18 +204,19 @@ func TestPushAndLayout(t *testing.T) {
 			t.Errorf("%s: platforms %v, want %v", ref, platforms, wantPlatforms)
 		}
 	}
-	kust, err := os.ReadFile("deploy/base/kustomization.yaml")
-	if err != nil {
-		t.Fatal(err)
+	testRelease(t, bs, prefix)
+	// deploy/ (rendered from the chart's defaults) installs the newest
+	// minor's scheduler, deploy/k8s<minor> each older one's.
+	installed := map[string]bool{}
+	for _, f := range []string{"deploy/controller/deployment.yaml", "deploy/scheduler/deployment.yaml", "deploy/node/daemonset.yaml"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`image: ghcr\.io/thinlvm/(\S+)`).FindAllStringSubmatch(string(data), -1) {
+			installed[m[1]] = true
+		}
 	}
-	var k struct {
-		Images []struct{ Name, NewName, NewTag string }
-	}
-	if err := yaml.Unmarshal(kust, &k); err != nil {
-		t.Fatal(err)
-	}
-	// deploy/ installs the newest minor's scheduler, deploy/k8s<minor>
-	// each older one's.
 	for _, s := range specs {
 		if s.minor != "" && s.module != "" {
 			overlay, err := os.ReadFile("deploy/k8s" + s.minor + "/kustomization.yaml")
@@ -231,18 +235,13 @@ func TestPushAndLayout(t *testing.T) {
 			}
 			continue
 		}
-		found := false
-		for _, i := range k.Images {
-			if i.Name == s.name {
-				found = true
-				if i.NewTag != s.tag(defaultTag) || !strings.HasSuffix(i.NewName, "/"+s.name) {
-					t.Errorf("deploy installs %s as %s:%s, the build makes %s", s.name, i.NewName, i.NewTag, s.ref(defaultTag))
-				}
-			}
+		if !installed[s.ref(defaultTag)] {
+			t.Errorf("deploy/ does not install %s (it installs %v)", s.ref(defaultTag), installed)
 		}
-		if !found {
-			t.Errorf("deploy/base/kustomization.yaml does not name image %s", s.name)
-		}
+		delete(installed, s.ref(defaultTag))
+	}
+	for ref := range installed {
+		t.Errorf("deploy/ installs ghcr.io/thinlvm/%s, which the build does not make", ref)
 	}
 	dir := t.TempDir()
 	if err := writeLayout(dir, bs); err != nil {
@@ -271,6 +270,133 @@ func TestPushAndLayout(t *testing.T) {
 	}
 }
 
+// testRelease is make release's last step on the images pushed to the
+// registry at prefix: the release file, the chart packaged from it, and
+// every image the packaged chart pins pulls from the registry by digest.
+func testRelease(t *testing.T, bs []built, prefix string) {
+	const tag = "v0.1.0"
+	data, err := releaseFile(bs, prefix, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "release.json")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "run", "./package", "-release", file, "-out", dir)
+	cmd.Dir = "deploy/chart"
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("package the chart: %v\n%s", err, out)
+	}
+	tgz := strings.TrimSpace(string(out))
+	if filepath.Base(tgz) != "thinlvm-0.1.0.tgz" {
+		t.Errorf("packaged %s, want thinlvm-0.1.0.tgz", tgz)
+	}
+	files := untarGz(t, tgz)
+	var meta struct{ Version, AppVersion string }
+	if err := yaml.Unmarshal(files["thinlvm/Chart.yaml"], &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.Version != "0.1.0" || meta.AppVersion != tag {
+		t.Errorf("Chart.yaml: version %q, appVersion %q", meta.Version, meta.AppVersion)
+	}
+	for f := range files {
+		if strings.HasSuffix(f, ".go") || strings.HasSuffix(f, "go.mod") {
+			t.Errorf("the packaged chart holds %s", f)
+		}
+	}
+	var values struct {
+		Image      struct{ Registry, Tag string }
+		Controller struct{ Repository, Digest string }
+		Node       struct {
+			Repository, Digest string
+			Lvmd               struct{ Repository, Digest string }
+		}
+		Scheduler struct {
+			Repository string
+			Digests    map[string]string
+		}
+	}
+	if err := yaml.Unmarshal(files["thinlvm/values.yaml"], &values); err != nil {
+		t.Fatal(err)
+	}
+	if values.Image.Registry != prefix || values.Image.Tag != tag {
+		t.Errorf("values.yaml: image %+v, want registry %s, tag %s", values.Image, prefix, tag)
+	}
+	if !strings.Contains(string(files["thinlvm/values.yaml"]), "# thinlvm's values.") {
+		t.Errorf("values.yaml lost its comments:\n%.300s", files["thinlvm/values.yaml"])
+	}
+	pinned := map[string]string{
+		values.Controller.Repository: values.Controller.Digest,
+		values.Node.Repository:       values.Node.Digest,
+		values.Node.Lvmd.Repository:  values.Node.Lvmd.Digest,
+	}
+	for minor, d := range values.Scheduler.Digests {
+		pinned[values.Scheduler.Repository+"-k8s"+minor] = d
+	}
+	want := map[string]string{}
+	for _, b := range bs {
+		d, _ := b.index.Digest()
+		img := b.spec.name
+		if b.spec.minor != "" {
+			img += "-k8s" + b.spec.minor
+		}
+		want[img] = d.String()
+	}
+	if len(pinned) != len(want) {
+		t.Errorf("the chart pins %v, the build made %v", pinned, want)
+	}
+	for img, d := range pinned {
+		if d != want[img] {
+			t.Errorf("the chart pins %s at %q, the build made %s", img, d, want[img])
+			continue
+		}
+		repo := img
+		if strings.HasPrefix(img, "thinlvm-scheduler-k8s") {
+			repo = "thinlvm-scheduler"
+		}
+		r, err := name.ParseReference(prefix+"/"+repo+"@"+d, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := remote.Index(r); err != nil {
+			t.Errorf("pull %s as the chart names it: %v", r, err)
+		}
+	}
+}
+
+// untarGz reads a .tgz's regular files.
+func untarGz(t *testing.T, file string) map[string][]byte {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	out := map[string][]byte{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			if out[h.Name], err = io.ReadAll(tr); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // What each image's container runs starts from the image's own files: the
 // binaries find their shared libraries (run in a chroot of the unpacked
 // image of this machine's arch, as a container runtime would), the
@@ -278,14 +404,14 @@ func TestPushAndLayout(t *testing.T) {
 func TestImagesRun(t *testing.T) {
 	bs := buildOnce(t)
 	checks := map[string][][]string{
-		"thinlvm-controller": {{"/usr/local/bin/thinlvm-controller", "--help"}},
+		"thinlvm-controller": {{"/usr/local/bin/thinlvm-controller", "--help"}, {"/usr/local/bin/thinlvm-controller", "--version"}},
 		"thinlvm-scheduler":  {{"/usr/local/bin/thinlvm-scheduler", "--help"}},
 		"thinlvm-lvmd": {{"/usr/local/bin/thinlvm-lvmd", "--help"}, {"/sbin/lvm", "version"}, {"/usr/sbin/thin_check", "-V"},
 			{"/sbin/dmsetup", "--version"},
 			// lvmd's --dmsetup-path and --thin-delta-path defaults, found in
 			// the image's PATH.
 			{"dmsetup", "--version"}, {"thin_delta", "-V"}},
-		"thinlvm-node": {{"/usr/local/bin/thinlvm-node", "--help"}, {"/sbin/mkfs.ext4", "-V"}, {"/sbin/resize2fs", "-h"},
+		"thinlvm-node": {{"/usr/local/bin/thinlvm-node", "--help"}, {"/usr/local/bin/thinlvm-node", "--version"}, {"/sbin/mkfs.ext4", "-V"}, {"/sbin/resize2fs", "-h"},
 			{"/sbin/mkfs.xfs", "-V"}, {"/usr/sbin/xfs_growfs", "-V"}, {"/usr/bin/qemu-img", "--version"},
 			{"/bin/mount", "--version"}, {"/usr/bin/prlimit", "--version"}, {"/sbin/blkid", "-V"}},
 	}
@@ -315,6 +441,10 @@ func TestImagesRun(t *testing.T) {
 				// exits 1: what fails here is a program that did not start.
 				if err != nil && (!errors.As(err, &exit) || len(out) == 0 || strings.Contains(string(out), "error while loading shared libraries")) {
 					t.Errorf("%v in the image: %v\n%s", argv, err, out)
+				}
+				// thinlvm's programs report the tag they were built for.
+				if argv[len(argv)-1] == "--version" && strings.HasPrefix(argv[0], "/usr/local/bin/thinlvm-") && (err != nil || strings.TrimSpace(string(out)) != b.tag) {
+					t.Errorf("%v in the image: %q (%v), want %s", argv, out, err, b.tag)
 				}
 			}
 		})

@@ -13,11 +13,12 @@
 // list is sorted. The scheduler's image is built once per supported
 // Kubernetes minor, tagged <tag>-k8s<minor> (-k8s-minors picks fewer).
 //
-//	go run ./deploy/images -out bin/images [-arch amd64,arm64] [-k8s-minors 1.37] [-push registry/repo] [-tag v0.1.0]
+//	go run ./deploy/images -out bin/images [-arch amd64,arm64] [-k8s-minors 1.37] [-push registry/repo [-release-file f]] [-tag v0.1.0]
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -34,6 +35,7 @@ func main() {
 	flag.StringVar(&o.debs, "debs", "", "cache directory of the downloaded .deb files (default: the user cache directory)")
 	flag.StringVar(&o.packages, "packages", "deploy/images", "directory of the <image>.packages lists")
 	flag.BoolVar(&o.insecure, "insecure", false, "push over plain HTTP (a registry on this machine)")
+	flag.StringVar(&o.releaseFile, "release-file", "", "with -push: write the pushed images' registry, tag and digests to this file (JSON), which deploy/chart's package command pins in the chart")
 	archList := flag.String("arch", strings.Join(arches, ","), "comma-separated architectures to build the images for")
 	flag.StringVar(&o.minors, "k8s-minors", "", "comma-separated Kubernetes minors to build the scheduler for (e.g. 1.34, or newest); empty: every supported one")
 	pinOnly := flag.Bool("pin", false, "only rewrite the .packages lists from the machine's Debian sources")
@@ -66,6 +68,7 @@ func main() {
 
 type options struct {
 	out, push, tag, debs, packages string
+	releaseFile                    string
 	// minors are the Kubernetes minors whose scheduler is built, "" for
 	// all (a test bed needs one).
 	minors   string
@@ -123,7 +126,42 @@ func run(ctx context.Context, o options) error {
 			fmt.Println("pushed", ref)
 		}
 	}
+	if o.releaseFile != "" {
+		if o.push == "" {
+			return fmt.Errorf("-release-file needs -push: a release's digests are those pushed")
+		}
+		data, err := releaseFile(built, o.push, o.tag)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.releaseFile, data, 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// releaseFile is what deploy/chart's package command reads of a pushed
+// build: the registry prefix, the tag, and each image's digest by name
+// (a scheduler's as thinlvm-scheduler-k8s<minor>).
+func releaseFile(built []built, push, tag string) ([]byte, error) {
+	r := struct {
+		Registry string            `json:"registry"`
+		Tag      string            `json:"tag"`
+		Digests  map[string]string `json:"digests"`
+	}{Registry: strings.TrimSuffix(push, "/"), Tag: tag, Digests: map[string]string{}}
+	for _, b := range built {
+		d, err := b.index.Digest()
+		if err != nil {
+			return nil, err
+		}
+		name := b.spec.name
+		if b.spec.minor != "" {
+			name += "-k8s" + b.spec.minor
+		}
+		r.Digests[name] = d.String()
+	}
+	return json.MarshalIndent(r, "", "  ")
 }
 
 // selectSpecs is specs with the scheduler of the listed Kubernetes minors

@@ -121,7 +121,7 @@ func TestRulesAndDashboardNameServedMetrics(t *testing.T) {
 	if len(served) < 10 {
 		t.Fatalf("only %d metrics described: %v", len(served), served)
 	}
-	dashboard, err := os.ReadFile("thinlvm-dashboard.json")
+	dashboard, err := os.ReadFile("../chart/files/thinlvm-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"os"
+	"sigs.k8s.io/yaml"
 	"testing"
 
 	kubeschedulerconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -32,10 +34,7 @@ func load(t *testing.T, data []byte) *kubeschedulerconfig.KubeSchedulerConfigura
 // deploy/'s profile is this build's too: the same file decodes to the
 // same typed args as with the other minors' builds.
 func TestDeployedConfiguration(t *testing.T) {
-	data, err := os.ReadFile("../../deploy/scheduler/scheduler-config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := deployedConfig(t, "../../deploy/scheduler/scheduler-config.yaml")
 	cfg := load(t, data)
 	if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != "thinlvm-scheduler" {
 		t.Fatalf("profiles %+v", cfg.Profiles)
@@ -88,4 +87,23 @@ profiles:
 	if !thin || !cos {
 		t.Errorf("args not decoded and defaulted (ThinLVM %v, Coscheduling %v): %+v", thin, cos, cfg.Profiles[0].PluginConfig)
 	}
+}
+
+// deployedConfig is the KubeSchedulerConfiguration in deploy/'s ConfigMap
+// at file (rendered from the chart).
+func deployedConfig(t *testing.T, file string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.Unmarshal(data, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cfg, ok := cm.Data["scheduler-config.yaml"]
+	if !ok {
+		t.Fatalf("%s: no scheduler-config.yaml in ConfigMap %s", file, cm.Name)
+	}
+	return []byte(cfg)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sigs.k8s.io/yaml"
 	"strings"
 	"sync"
 	"testing"
@@ -38,10 +39,7 @@ import (
 // (VolumeBinding among them) around ThinLVM.
 func deployedProfiles(t *testing.T) []kubeschedulerconfig.KubeSchedulerProfile {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "scheduler", "scheduler-config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := deployedConfig(t, filepath.Join("..", "..", "deploy", "scheduler", "scheduler-config.yaml"))
 	obj, _, err := kubeschedulerscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -221,4 +219,23 @@ func TestScheduleWithBoundClaims(t *testing.T) {
 			t.Errorf("pod %s failed on the plugin's cycle state: %s", pod, msg)
 		}
 	}
+}
+
+// deployedConfig is the KubeSchedulerConfiguration in deploy/'s ConfigMap
+// at file (rendered from the chart).
+func deployedConfig(t *testing.T, file string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.Unmarshal(data, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cfg, ok := cm.Data["scheduler-config.yaml"]
+	if !ok {
+		t.Fatalf("%s: no scheduler-config.yaml in ConfigMap %s", file, cm.Name)
+	}
+	return []byte(cfg)
 }
