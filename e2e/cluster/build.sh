@@ -11,6 +11,8 @@
 #                            (e2e/cluster/addons/go.mod, its k8s.io modules
 #                            at the product's Kubernetes version); runc
 #                            links its C part (nsenter) statically
+#   helm                     helm.sh/helm/v4 (deploy/chart/go.mod): the
+#                            suites install thinlvm's chart with it
 # usage: build.sh [BINARY...]   (default: etcd kube-apiserver)
 # With K8S_MODULE=scheduler/k8s<minor> the k8s.io/kubernetes binaries are
 # that older minor's, built in its module (with -tags k8s<minor>, as the
@@ -33,12 +35,12 @@ fi
 K8S=$(modver "$K8S_DIR" k8s.io/kubernetes)
 ETCD=$(modver "$ROOT/e2e/cluster/etcd" go.etcd.io/etcd/server/v3)
 # The wrapper modules pin every other version: their go.mod files are the key.
-WRAP=$(cat "$ROOT"/e2e/cluster/*/go.mod ${K8S_MODULE:+"$K8S_DIR/go.mod"} | sha256sum | cut -c1-12)
+WRAP=$(cat "$ROOT"/e2e/cluster/*/go.mod "$ROOT/deploy/chart/go.mod" ${K8S_MODULE:+"$K8S_DIR/go.mod"} | sha256sum | cut -c1-12)
 BIN=$CACHE/k8s/bin-k8s$K8S-etcd$ETCD-$WRAP
 mkdir -p "$BIN"
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver)
 [ "${targets[*]}" != all ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
-  kwok csi-provisioner csi-resizer csi-snapshotter snapshot-controller containerd containerd-shim-runc-v2 ctr runc)
+  kwok csi-provisioner csi-resizer csi-snapshotter snapshot-controller containerd containerd-shim-runc-v2 ctr runc helm)
 # Every binary asked for built already (each is moved into place whole):
 # no need to wait for the lock while the other lane builds others.
 have=1; for t in "${targets[@]}"; do [ -x "$BIN/$t" ] || have=0; done
@@ -77,7 +79,7 @@ build_group() { # dir ldflags name=package...
   echo "build: $(IFS=+; echo "${missing[*]}") in $((SECONDS - t))s" >&2
 }
 
-etcd=() k8s=() addons=() runc=()
+etcd=() k8s=() addons=() runc=() helm=()
 for t in "${targets[@]}"; do
   case $t in
     etcd) etcd=(etcd=.) ;;
@@ -88,6 +90,7 @@ for t in "${targets[@]}"; do
     csi-snapshotter|snapshot-controller) addons+=("$t=github.com/kubernetes-csi/external-snapshotter/v8/cmd/$t") ;;
     containerd|containerd-shim-runc-v2|ctr) addons+=("$t=github.com/containerd/containerd/v2/cmd/$t") ;;
     runc) runc=(runc=github.com/opencontainers/runc) ;;
+    helm) helm=(helm=helm.sh/helm/v4/cmd/helm) ;;
     *) echo "build: unknown binary $t" >&2; exit 2 ;;
   esac
 done
@@ -102,4 +105,6 @@ if [ ${#runc[@]} -gt 0 ]; then
 fi
 [ ${#runc[@]} -eq 0 ] || CGO=1 TAGS="seccomp netgo osusergo" build_group "$ROOT/e2e/cluster/addons" "-extldflags=-static" "${runc[@]}"
 [ ${#etcd[@]} -eq 0 ] || build_group "$ROOT/e2e/cluster/etcd" "" "${etcd[@]}"
+# The helm command the suites install thinlvm with: the chart module's Helm.
+[ ${#helm[@]} -eq 0 ] || build_group "$ROOT/deploy/chart" "-X helm.sh/helm/v4/internal/version.version=$(modver "$ROOT/deploy/chart" helm.sh/helm/v4)" "${helm[@]}"
 echo "$BIN"

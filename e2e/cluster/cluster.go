@@ -56,10 +56,14 @@ type Options struct {
 	// K8sMinor, when set to an older supported minor than the product's
 	// (e.g. "1.34"), runs that minor's kube-apiserver,
 	// kube-controller-manager, kube-scheduler and kubectl, built in
-	// scheduler/k8s<minor>, and Install applies deploy/k8s<minor>: the
-	// install on that minor's control plane (e2e/compat). The rest (etcd,
-	// kwok, the CSI sidecars) is the same for every minor.
+	// scheduler/k8s<minor>: the install on that minor's control plane
+	// (e2e/compat; the chart picks that minor's scheduler image). The rest
+	// (etcd, kwok, the CSI sidecars) is the same for every minor.
 	K8sMinor string
+	// Kustomize makes Install apply deploy/'s kustomize tree
+	// (deploy/k8s<minor> on an older minor) instead of installing the
+	// chart: the other documented install.
+	Kustomize bool
 }
 
 // Cluster is a running local control plane.
@@ -74,9 +78,12 @@ type Cluster struct {
 	// ControlBin holds kube-apiserver, kube-controller-manager,
 	// kube-scheduler and kubectl: K8sBin's, or Options.K8sMinor's.
 	ControlBin string
-	// Deploy is the kustomization Install applies: deploy/, or
-	// deploy/k8s<minor> for Options.K8sMinor.
+	// Deploy is the kustomization Install applies with
+	// Options.Kustomize: deploy/, or deploy/k8s<minor> for
+	// Options.K8sMinor.
 	Deploy string
+	// Kustomize is Options.Kustomize.
+	Kustomize bool
 	// CapacityPoll is how often the provisioner refreshes
 	// CSIStorageCapacity; set before StartThinlvm. Default 5s.
 	CapacityPoll time.Duration
@@ -201,7 +208,7 @@ func freePort() (int, error) {
 
 // k8sBinaries are what the control plane runs from build.sh.
 var k8sBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok",
-	"csi-provisioner", "csi-resizer", "csi-snapshotter", "snapshot-controller"}
+	"csi-provisioner", "csi-resizer", "csi-snapshotter", "snapshot-controller", "helm"}
 
 // buildK8s has build.sh build (cached) the named binaries and returns their
 // directory; build.sh's stderr goes to log, each binary it starts to build
@@ -313,7 +320,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return c, err
 	}
-	c.ControlBin, c.Deploy = c.K8sBin, filepath.Join(root, "deploy")
+	c.ControlBin, c.Deploy, c.Kustomize = c.K8sBin, filepath.Join(root, "deploy"), o.Kustomize
 	if o.K8sMinor != "" {
 		module := filepath.Join("scheduler", "k8s"+o.K8sMinor)
 		if _, err := os.Stat(filepath.Join(root, module, "go.mod")); err != nil {

@@ -257,7 +257,7 @@ func (c *Cluster) nodeImages(ctx context.Context) (path, sum string, err error) 
 var nodeImages = map[string]bool{"thinlvm-node": true, "thinlvm-lvmd": true}
 
 // thinlvmImages reads this machine's arch of each node image in the OCI
-// layout at dir, named as deploy/base/kustomization.yaml names them.
+// layout at dir, named as the chart names them (its image.registry).
 func thinlvmImages(dir string) (map[string]v1.Image, error) {
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
@@ -549,5 +549,5 @@ func (c *Cluster) kubernetesEndpoints(ctx context.Context) error {
 // hostArch is this machine's GOARCH, the real node's.
 func hostArch() string { return runtime.GOARCH }
 
-// ImageRegistry is where deploy/base/kustomization.yaml names thinlvm's images.
+// ImageRegistry is where the chart (image.registry) names thinlvm's images.
 const ImageRegistry = "ghcr.io/thinlvm"

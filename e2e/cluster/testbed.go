@@ -34,7 +34,7 @@ const (
 )
 
 // Testbed is what the end-to-end suites run on: the local control plane
-// with thinlvm installed from deploy/, simulated nodes, real-LVM nodes
+// with thinlvm installed from its chart, simulated nodes, real-LVM nodes
 // (VMNode unless TestbedOptions.VMNodes names others) whose lvmd and agent
 // run on real lvm2, each in its own VM (VG vg0, thin pool pool0), or one
 // real node (TestbedOptions.RealNode), the
@@ -71,6 +71,9 @@ type TestbedOptions struct {
 	NoVM bool
 	// K8sMinor is the control plane's Kubernetes minor (Options.K8sMinor).
 	K8sMinor string
+	// Kustomize installs thinlvm from deploy/'s kustomize tree instead of
+	// the chart (Options.Kustomize).
+	Kustomize bool
 	// RealNode makes the real-LVM node a real node (StartRealNode): its
 	// kubelet, containerd and runc run deploy/'s node DaemonSet and the
 	// tests' pods on it. One VM node only: real nodes do not yet reach
@@ -90,7 +93,7 @@ func realNodePrepare(pool string) string {
 
 // StartTestbed starts a Testbed; Stop ends it.
 func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error) {
-	k, err := Start(ctx, Options{Log: o.Log, K8sMinor: o.K8sMinor})
+	k, err := Start(ctx, Options{Log: o.Log, K8sMinor: o.K8sMinor, Kustomize: o.Kustomize})
 	if err != nil {
 		return nil, fmt.Errorf("start the control plane: %w", err)
 	}
@@ -102,7 +105,7 @@ func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error
 		}
 	}()
 	if err := k.Install(ctx); err != nil {
-		return tb, fmt.Errorf("install thinlvm from deploy/: %w", err)
+		return tb, fmt.Errorf("install thinlvm: %w", err)
 	}
 	if err := k.TuneNodeAgents(ctx); err != nil {
 		return tb, err

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,12 +42,14 @@ var (
 	nodePods       = map[string]string{"app.kubernetes.io/name": "thinlvm", "app.kubernetes.io/component": "node"}
 )
 
-// Install installs thinlvm as a user would: `kubectl apply -k deploy/`
-// (deploy/k8s<minor> on an older minor's control plane: Options.K8sMinor),
-// after what the cluster must provide (the VolumeSnapshot CRDs and the
-// snapshot controller). Then it runs, as the kubelet would, the controller
-// and scheduler pods the Deployments made, each with its ServiceAccount's
-// token. Node pods start with AddNode.
+// Install installs thinlvm as a user would (docs/install.md): `helm
+// install` of deploy/chart into a namespace labelled for privileged pods,
+// or with Options.Kustomize `kubectl apply -k deploy/` (deploy/k8s<minor>
+// on an older minor's control plane), after what the cluster must provide
+// (the VolumeSnapshot CRDs and the snapshot controller). Then it runs, as
+// the kubelet would, the controller and scheduler pods the Deployments
+// made, each with its ServiceAccount's token. Node pods start with
+// AddNode.
 func (c *Cluster) Install(ctx context.Context) error {
 	root, err := repoRoot()
 	if err != nil {
@@ -61,7 +65,11 @@ func (c *Cluster) Install(ctx context.Context) error {
 	if err := c.Run("snapshot-controller", nil, filepath.Join(c.K8sBin, "snapshot-controller"), "--kubeconfig="+c.Kubeconfig, "--leader-election=false", "-v=2"); err != nil {
 		return err
 	}
-	if _, err := c.kubectl(ctx, "apply", "-k", c.Deploy); err != nil {
+	if c.Kustomize {
+		if _, err := c.kubectl(ctx, "apply", "-k", c.Deploy); err != nil {
+			return err
+		}
+	} else if err := c.helmInstall(ctx, root); err != nil {
 		return err
 	}
 	control := &corev1.Node{
@@ -360,13 +368,17 @@ func (c *Cluster) AddLabelledNodes(ctx context.Context, prefix, label string, si
 	return names, nil
 }
 
-// WaitLVMNode waits until the node's LVMNode reports a device class.
+// WaitLVMNode waits until the node's LVMNode reports a device class: two
+// minutes for a node pod the harness runs, six for a real node's, which
+// its kubelet starts in the emulated guest (a loaded run took 82 s for
+// the pod's sandbox alone).
 func (c *Cluster) WaitLVMNode(ctx context.Context, name string) error {
 	var procs []string
+	timeout := 6 * time.Minute
 	if agent := c.NodeProcess(name, "thinlvm-node"); c.started(agent) { // not when the agent runs in the VM
-		procs = append(procs, agent)
+		procs, timeout = append(procs, agent), 2*time.Minute
 	}
-	return c.WaitFor(ctx, "LVMNode "+name, 2*time.Minute, func() (bool, error) {
+	return c.WaitFor(ctx, "LVMNode "+name, timeout, func() (bool, error) {
 		ln := &thinlvmv1.LVMNode{}
 		err := c.Client.Get(ctx, types.NamespacedName{Name: name}, ln)
 		return err == nil && len(ln.Status.DeviceClasses) > 0, client.IgnoreNotFound(err)
@@ -480,10 +492,57 @@ func (c *Cluster) WaitCapacityFor(ctx context.Context, node, storageClass string
 	})
 }
 
-// Uninstall deletes what Install applied (docs/uninstall.md, step 2):
-// kubectl delete -k deploy/. It does not wait for the namespace to
-// go: its pods are this harness's processes, which Stop ends.
+// helmInstall is docs/install.md's Helm install: the namespace made and
+// labelled for the node pods' privileges, then the chart with its
+// defaults (the scheduler image of the control plane's minor) but its
+// example classes, as deploy/ installs it: the test bed makes its own
+// (CreateClasses), and every class adds a CSIStorageCapacity object per
+// node that the many-node tests and benchmarks would pay for.
+func (c *Cluster) helmInstall(ctx context.Context, root string) error {
+	if _, err := c.kubectl(ctx, "create", "namespace", Namespace); err != nil {
+		return err
+	}
+	if _, err := c.kubectl(ctx, "label", "namespace", Namespace, "pod-security.kubernetes.io/enforce=privileged",
+		"pod-security.kubernetes.io/audit=privileged", "pod-security.kubernetes.io/warn=privileged"); err != nil {
+		return err
+	}
+	_, err := c.Helm(ctx, "install", "thinlvm", filepath.Join(root, "deploy", "chart"), "--namespace", Namespace,
+		"--set-json", "storageClasses=[]", "--set", "volumeSnapshotClass.enabled=false")
+	return err
+}
+
+// Helm runs the built helm with the admin kubeconfig (its own config and
+// cache directories under the cluster's).
+func (c *Cluster) Helm(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.K8sBin, "helm"), append([]string{"--kubeconfig=" + c.Kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+filepath.Join(c.Dir, "helm", "config"),
+		"HELM_CACHE_HOME="+filepath.Join(c.Dir, "helm", "cache"), "HELM_DATA_HOME="+filepath.Join(c.Dir, "helm", "data"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return out, nil
+}
+
+// Uninstall removes what Install installed (docs/uninstall.md, step 2):
+// `helm uninstall` and the chart's CRDs, which Helm leaves, or with
+// Options.Kustomize `kubectl delete -k deploy/`. It does not wait for the
+// namespace to go: its pods are this harness's processes, which Stop ends.
 func (c *Cluster) Uninstall(ctx context.Context) error {
-	_, err := c.kubectl(ctx, "delete", "-k", c.Deploy, "--wait=false", "--ignore-not-found")
+	if c.Kustomize {
+		_, err := c.kubectl(ctx, "delete", "-k", c.Deploy, "--wait=false", "--ignore-not-found")
+		return err
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if _, err := c.Helm(ctx, "uninstall", "thinlvm", "--namespace", Namespace); err != nil {
+		return err
+	}
+	if _, err := c.kubectl(ctx, "delete", "-f", filepath.Join(root, "deploy", "chart", "crds"), "--wait=false", "--ignore-not-found"); err != nil {
+		return err
+	}
+	_, err = c.kubectl(ctx, "delete", "namespace", Namespace, "--wait=false", "--ignore-not-found")
 	return err
 }

@@ -29,7 +29,8 @@ import (
 )
 
 var (
-	minor = flag.String("compat.minor", "", "the Kubernetes minor whose control plane to run (1.34, 1.35, 1.36); empty: the product's (the newest)")
+	minor     = flag.String("compat.minor", "", "the Kubernetes minor whose control plane to run (1.34, 1.35, 1.36); empty: the product's (the newest)")
+	kustomize = flag.Bool("compat.kustomize", false, "install with kubectl apply -k deploy/ (deploy/k8s<minor>) instead of the Helm chart")
 
 	k   *cluster.Cluster
 	ctx = context.Background()
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	start, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
-	tb, err := cluster.StartTestbed(start, cluster.TestbedOptions{Log: os.Stderr, NoVM: true, K8sMinor: *minor})
+	tb, err := cluster.StartTestbed(start, cluster.TestbedOptions{Log: os.Stderr, NoVM: true, K8sMinor: *minor, Kustomize: *kustomize})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: Kubernetes %s: %v\n", version(), err)
 		return 1

@@ -157,7 +157,7 @@ type claim struct {
 
 func run(ctx context.Context) (err error) {
 	begin := time.Now()
-	fmt.Println("thinlvm demo: a local control plane, thinlvm installed from deploy/, a real node on real lvm2 in a VM")
+	fmt.Println("thinlvm demo: a local control plane, thinlvm installed from its Helm chart, a real node on real lvm2 in a VM")
 	fmt.Println()
 	var k *cluster.Cluster
 	var vm *lvmvm.VM
@@ -179,7 +179,7 @@ func run(ctx context.Context) (err error) {
 	}); err != nil {
 		return err
 	}
-	if err := step("kubectl apply -k deploy/ and run its pods", func() (string, error) {
+	if err := step("helm install thinlvm deploy/chart and run its pods", func() (string, error) {
 		if err := k.Install(ctx); err != nil {
 			return "", err
 		}
