@@ -418,3 +418,26 @@ func TestStorageClasses(t *testing.T) {
 		t.Errorf("a VolumeSnapshotClass with volumeSnapshotClass.enabled false")
 	}
 }
+
+// TestExtraArgs: node.extraArgs and node.lvmd.extraArgs come after each
+// container's own args.
+func TestExtraArgs(t *testing.T) {
+	ds := named(objects(t, "v1.37.0", map[string]any{"node": map[string]any{
+		"extraArgs": []any{"--lvmnode-interval=5s", "--golden-retry=1m"},
+		"lvmd":      map[string]any{"extraArgs": []any{"--command-timeout=5m"}},
+	}}), "DaemonSet")["thinlvm-node"]
+	cs, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
+	want := map[string][]string{"thinlvm-node": {"--lvmnode-interval=5s", "--golden-retry=1m"}, "lvmd": {"--command-timeout=5m"}}
+	for _, c := range cs {
+		c := c.(map[string]any)
+		args, _, _ := unstructured.NestedStringSlice(c, "args")
+		w := want[c["name"].(string)]
+		if len(args) < len(w) || !slices.Equal(args[len(args)-len(w):], w) {
+			t.Errorf("container %s: args %v, want them to end with %v", c["name"], args, w)
+		}
+		delete(want, c["name"].(string))
+	}
+	if len(want) > 0 {
+		t.Errorf("no containers %v", want)
+	}
+}

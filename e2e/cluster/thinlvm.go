@@ -251,23 +251,39 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 var agentArgs = []string{"--lvmnode-interval=500ms", "--lvmnode-use-interval=500ms", "--no-space-retry=5s", "--golden-retry=5s"}
 
 // TuneNodeAgents adds the node agent's test-speed intervals (agentArgs)
-// to the args of deploy/'s node DaemonSet, as an operator tunes an
-// install: every node's agent has them, a real node's too (its kubelet
-// runs the DaemonSet's pod as it is). Call it after Install, before the
-// first node.
+// to the args of the node DaemonSet, as an operator tunes an install: the
+// chart's node.extraArgs (helm upgrade), or on a kustomize install an edit
+// of the DaemonSet. Every node's agent has them, a real node's too (its
+// kubelet runs the DaemonSet's pod as it is). Call it after Install,
+// before the first node.
 func (c *Cluster) TuneNodeAgents(ctx context.Context) error {
-	ds := &appsv1.DaemonSet{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: "thinlvm-node"}, ds); err != nil {
-		return fmt.Errorf("the node DaemonSet: %w", err)
-	}
-	i := slices.IndexFunc(ds.Spec.Template.Spec.Containers, func(ct corev1.Container) bool { return ct.Name == "thinlvm-node" })
-	if i < 0 {
-		return errors.New("the node DaemonSet has no thinlvm-node container")
-	}
-	ct := &ds.Spec.Template.Spec.Containers[i]
-	ct.Args = append(ct.Args, agentArgs...)
-	if err := c.Client.Update(ctx, ds); err != nil {
-		return fmt.Errorf("tune the node DaemonSet: %w", err)
+	if !c.Kustomize {
+		args, err := json.Marshal(agentArgs)
+		if err != nil {
+			return err
+		}
+		root, err := repoRoot()
+		if err != nil {
+			return err
+		}
+		if _, err := c.Helm(ctx, "upgrade", "thinlvm", filepath.Join(root, "deploy", "chart"), "--namespace", Namespace,
+			"--reuse-values", "--set-json", "node.extraArgs="+string(args)); err != nil {
+			return fmt.Errorf("tune the node agents: %w", err)
+		}
+	} else {
+		ds := &appsv1.DaemonSet{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: "thinlvm-node"}, ds); err != nil {
+			return fmt.Errorf("the node DaemonSet: %w", err)
+		}
+		i := slices.IndexFunc(ds.Spec.Template.Spec.Containers, func(ct corev1.Container) bool { return ct.Name == "thinlvm-node" })
+		if i < 0 {
+			return errors.New("the node DaemonSet has no thinlvm-node container")
+		}
+		ct := &ds.Spec.Template.Spec.Containers[i]
+		ct.Args = append(ct.Args, agentArgs...)
+		if err := c.Client.Update(ctx, ds); err != nil {
+			return fmt.Errorf("tune the node DaemonSet: %w", err)
+		}
 	}
 	c.mu.Lock()
 	c.agentsTuned = true
