@@ -1,10 +1,6 @@
 package main
 
 import (
-	corev1 "k8s.io/api/core/v1"
-	"os"
-	"path/filepath"
-	"sigs.k8s.io/yaml"
 	"testing"
 	"time"
 
@@ -14,6 +10,7 @@ import (
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	kubeschedulervalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 
+	deployscheduler "github.com/thinlvm/thinlvm/deploy/scheduler"
 	"github.com/thinlvm/thinlvm/scheduler/apis/config"
 	"github.com/thinlvm/thinlvm/scheduler/plugin"
 )
@@ -36,7 +33,7 @@ func load(t *testing.T, data []byte) *kubeschedulerconfig.KubeSchedulerConfigura
 func TestDeployedConfiguration(t *testing.T) {
 	// go test runs in the package's directory (also when -trimpath, as
 	// make test-minors builds, leaves no source path to find it by).
-	data := deployedConfig(t, filepath.Join("..", "..", "deploy", "scheduler", "scheduler-config.yaml"))
+	data := deployedConfig(t)
 	cfg := load(t, data)
 	if err := kubeschedulervalidation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
 		t.Fatalf("kube-scheduler rejects the configuration: %v", err)
@@ -98,21 +95,12 @@ profiles:
 	t.Fatal("no ThinLVM plugin config")
 }
 
-// deployedConfig is the KubeSchedulerConfiguration in deploy/'s ConfigMap
-// at file (rendered from the chart).
-func deployedConfig(t *testing.T, file string) []byte {
+// deployedConfig is the KubeSchedulerConfiguration deploy/ installs.
+func deployedConfig(t *testing.T) []byte {
 	t.Helper()
-	data, err := os.ReadFile(file)
+	data, err := deployscheduler.Profile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cm corev1.ConfigMap
-	if err := yaml.Unmarshal(data, &cm); err != nil {
-		t.Fatal(err)
-	}
-	cfg, ok := cm.Data["scheduler-config.yaml"]
-	if !ok {
-		t.Fatalf("%s: no scheduler-config.yaml in ConfigMap %s", file, cm.Name)
-	}
-	return []byte(cfg)
+	return data
 }

@@ -19,11 +19,9 @@ tool (
 require github.com/thinlvm/thinlvm v0.0.0
 
 require (
-	k8s.io/api v0.37.2
 	k8s.io/component-base v0.37.2
 	k8s.io/kubernetes v1.37.2
 	sigs.k8s.io/scheduler-plugins v0.34.7
-	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -178,6 +176,7 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
+	k8s.io/api v0.37.2 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
 	k8s.io/apimachinery v0.37.2 // indirect
 	k8s.io/apiserver v0.37.2 // indirect
@@ -215,6 +214,7 @@ require (
 	sigs.k8s.io/release-utils v0.3.0 // indirect
 	sigs.k8s.io/security-profiles-operator v0.4.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
+	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 replace github.com/thinlvm/thinlvm => ../..

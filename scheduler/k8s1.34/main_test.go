@@ -1,9 +1,6 @@
 package main
 
 import (
-	corev1 "k8s.io/api/core/v1"
-	"os"
-	"sigs.k8s.io/yaml"
 	"testing"
 
 	kubeschedulerconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -11,6 +8,7 @@ import (
 	kubeschedulervalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	pluginsconfig "sigs.k8s.io/scheduler-plugins/apis/config"
 
+	deployscheduler "github.com/thinlvm/thinlvm/deploy/scheduler"
 	"github.com/thinlvm/thinlvm/scheduler/apis/config"
 	"github.com/thinlvm/thinlvm/scheduler/plugin"
 )
@@ -34,7 +32,7 @@ func load(t *testing.T, data []byte) *kubeschedulerconfig.KubeSchedulerConfigura
 // deploy/'s profile is this build's too: the same file decodes to the
 // same typed args as with the other minors' builds.
 func TestDeployedConfiguration(t *testing.T) {
-	data := deployedConfig(t, "../../deploy/scheduler/scheduler-config.yaml")
+	data := deployedConfig(t)
 	cfg := load(t, data)
 	if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != "thinlvm-scheduler" {
 		t.Fatalf("profiles %+v", cfg.Profiles)
@@ -89,21 +87,12 @@ profiles:
 	}
 }
 
-// deployedConfig is the KubeSchedulerConfiguration in deploy/'s ConfigMap
-// at file (rendered from the chart).
-func deployedConfig(t *testing.T, file string) []byte {
+// deployedConfig is the KubeSchedulerConfiguration deploy/ installs.
+func deployedConfig(t *testing.T) []byte {
 	t.Helper()
-	data, err := os.ReadFile(file)
+	data, err := deployscheduler.Profile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cm corev1.ConfigMap
-	if err := yaml.Unmarshal(data, &cm); err != nil {
-		t.Fatal(err)
-	}
-	cfg, ok := cm.Data["scheduler-config.yaml"]
-	if !ok {
-		t.Fatalf("%s: no scheduler-config.yaml in ConfigMap %s", file, cm.Name)
-	}
-	return []byte(cfg)
+	return data
 }

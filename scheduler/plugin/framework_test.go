@@ -3,9 +3,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sigs.k8s.io/yaml"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +27,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	deployscheduler "github.com/thinlvm/thinlvm/deploy/scheduler"
 	"github.com/thinlvm/thinlvm/scheduler/apis/config"
 	_ "github.com/thinlvm/thinlvm/scheduler/apis/config/scheme" // decodes ThinLVMArgs
 )
@@ -39,7 +37,7 @@ import (
 // (VolumeBinding among them) around ThinLVM.
 func deployedProfiles(t *testing.T) []kubeschedulerconfig.KubeSchedulerProfile {
 	t.Helper()
-	data := deployedConfig(t, filepath.Join("..", "..", "deploy", "scheduler", "scheduler-config.yaml"))
+	data := deployedConfig(t)
 	obj, _, err := kubeschedulerscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -221,21 +219,12 @@ func TestScheduleWithBoundClaims(t *testing.T) {
 	}
 }
 
-// deployedConfig is the KubeSchedulerConfiguration in deploy/'s ConfigMap
-// at file (rendered from the chart).
-func deployedConfig(t *testing.T, file string) []byte {
+// deployedConfig is the KubeSchedulerConfiguration deploy/ installs.
+func deployedConfig(t *testing.T) []byte {
 	t.Helper()
-	data, err := os.ReadFile(file)
+	data, err := deployscheduler.Profile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cm corev1.ConfigMap
-	if err := yaml.Unmarshal(data, &cm); err != nil {
-		t.Fatal(err)
-	}
-	cfg, ok := cm.Data["scheduler-config.yaml"]
-	if !ok {
-		t.Fatalf("%s: no scheduler-config.yaml in ConfigMap %s", file, cm.Name)
-	}
-	return []byte(cfg)
+	return data
 }
