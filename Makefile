@@ -32,7 +32,7 @@ generate: ## Regenerate checked-in code: protobuf/gRPC, deepcopy, the chart's CR
 	$(GO) tool controller-gen rbac:roleName=thinlvm-node paths=./node/... output:rbac:artifacts:config=deploy/chart/templates/rbac/node
 	$(GO) tool controller-gen rbac:roleName=thinlvm-controller paths=./controller/... output:rbac:artifacts:config=deploy/chart/templates/rbac/controller
 	sed -i 's/^  namespace: thinlvm-system$$/  namespace: {{ .Release.Namespace }}/' deploy/chart/templates/rbac/*/role.yaml   # the markers' namespace is the release's
-	cd deploy/chart && $(GO) run ./render -kube-version=v$(K8S_NEWEST).0   # deploy/'s kustomize tree from the chart (its own module: Helm's SDK)
+	cd deploy/chart && CGO_ENABLED=0 $(GO) run -trimpath ./render -kube-version=v$(K8S_NEWEST).0   # deploy/'s kustomize tree from the chart (its own module: Helm's SDK)
 
 .PHONY: verify
 verify: generate verify-imports ## Check formatting, vet, the import boundaries, and that generated code is current.
@@ -41,7 +41,7 @@ verify: generate verify-imports ## Check formatting, vet, the import boundaries,
 	$(GO) mod tidy -diff
 	cd e2e/topolvm && $(GO) vet ./... && $(GO) mod tidy -diff   # the TopoLVM benchmark's own module compiles
 	cd e2e/cluster/addons && $(GO) mod tidy -diff   # the test cluster's add-ons' module
-	cd deploy/chart && $(GO) vet ./... && $(GO) mod tidy -diff   # the Helm chart's module
+	cd deploy/chart && CGO_ENABLED=0 $(GO) vet -trimpath ./... && $(GO) mod tidy -diff   # the Helm chart's module
 	for m in $(K8S_OLDER); do (cd scheduler/k8s$$m && $(GO) mod tidy -diff) || exit 1; done   # each older minor's scheduler module
 	@git diff --exit-code -- . ':!go.sum' || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy; exit 1; }
@@ -81,7 +81,9 @@ test: test-unit test-minors test-fuzz test-images test-monitoring test-vm ## Run
 test-unit: ## Unit tests (fakes at the lvm runner and lvmd client), reconciler tests on a real kube-apiserver + etcd, and the Helm chart's tests (lint, values, a server-side dry run).
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e/ -e /deploy/images -e /deploy/monitoring) && \
-	cd deploy/chart && KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 ./...   # the Helm chart: lint, values, a server-side dry run
+	cd deploy/chart && CGO_ENABLED=0 KUBEBUILDER_ASSETS=$$assets $(GO) test -trimpath -count=1 ./...   # the Helm chart: lint, values, a server-side dry run
+# The chart module builds, vets and tests with build.sh's flags for its
+# helm command (no cgo, -trimpath): Helm's packages compile once for all.
 
 # The flags are deploy/images' and build.sh's for the same minor
 # (-trimpath, no cgo, -tags k8s<minor>): the k8s.io packages a minor's
@@ -140,7 +142,7 @@ test-images: host-images ## The images (this machine's arch): reproducible diges
 .PHONY: release
 release: ## The images for every arch (OCI layout in bin/images), checked as test-images checks one; VERSION=vX.Y.Z tags them; PUSH=<registry>/<repo> pushes them and packages the chart with their digests pinned (bin/thinlvm-<version>.tgz).
 	$(GO) run ./deploy/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH) -release-file $(BIN)/release.json) $(if $(VERSION),-tag $(VERSION))
-	$(if $(PUSH),cd deploy/chart && $(GO) run ./package -release $(BIN)/release.json -out $(BIN))
+	$(if $(PUSH),cd deploy/chart && CGO_ENABLED=0 $(GO) run -trimpath ./package -release $(BIN)/release.json -out $(BIN))
 	$(GO) test -count=1 -timeout 40m ./deploy/images/ -args -images.arches=amd64,arm64
 
 # promtool, built from its Go module (outside this module's go.mod) into the

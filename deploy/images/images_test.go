@@ -284,8 +284,9 @@ func testRelease(t *testing.T, bs []built, prefix string) {
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "run", "./package", "-release", file, "-out", dir)
+	cmd := exec.Command("go", "run", "-trimpath", "./package", "-release", file, "-out", dir)
 	cmd.Dir = "deploy/chart"
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // the chart module's build flags (Makefile)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("package the chart: %v\n%s", err, out)
