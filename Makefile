@@ -113,9 +113,11 @@ test-fuzz: ## Short fuzz runs (about 10s each) of the parsers and validators, se
 # them (<repo>/<name>:<tag>). The node images' Debian packages are pinned in
 # deploy/images/*.packages and cached in the user cache directory.
 PUSH ?=
-# The images' tag and the programs' version: the chart's appVersion
-# unless VERSION names another (make release VERSION=v0.2.0).
+# The images' tag and the programs' version: VERSION, or for make release
+# the tag vX.Y.Z that HEAD carries (git describe), else the chart's
+# appVersion.
 VERSION ?=
+RELEASE_VERSION = $(or $(VERSION),$(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null))
 .PHONY: images
 images: ## Build the container images (OCI layout in bin/images), reproducibly; PUSH=<registry>/<repo> pushes them, VERSION=vX.Y.Z tags them.
 	$(GO) run ./deploy/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH)) $(if $(VERSION),-tag $(VERSION))
@@ -140,8 +142,8 @@ test-images: host-images ## The images (this machine's arch): reproducible diges
 	$(GO) test -count=1 -timeout 20m ./deploy/images/ -args -images.arches=$(HOSTARCH) -images.layout=$(BIN)/images
 
 .PHONY: release
-release: ## The images for every arch (OCI layout in bin/images), checked as test-images checks one; VERSION=vX.Y.Z tags them; PUSH=<registry>/<repo> pushes them and packages the chart with their digests pinned (bin/thinlvm-<version>.tgz).
-	$(GO) run ./deploy/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH) -release-file $(BIN)/release.json) $(if $(VERSION),-tag $(VERSION))
+release: ## The images for every arch (OCI layout in bin/images), checked as test-images checks one; tagged VERSION=vX.Y.Z or HEAD's git tag; PUSH=<registry>/<repo> pushes them and packages the chart with their digests pinned (bin/thinlvm-<version>.tgz).
+	$(GO) run ./deploy/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH) -release-file $(BIN)/release.json) $(if $(RELEASE_VERSION),-tag $(RELEASE_VERSION))
 	$(if $(PUSH),cd deploy/chart && CGO_ENABLED=0 $(GO) run -trimpath ./package -release $(BIN)/release.json -out $(BIN))
 	$(GO) test -count=1 -timeout 40m ./deploy/images/ -args -images.arches=amd64,arm64
 
