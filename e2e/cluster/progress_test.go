@@ -19,12 +19,12 @@ func TestBuildStep(t *testing.T) {
 		{
 			name: "a Kubernetes binary starts",
 			line: "build: kube-apiserver (k8s.io/kubernetes/cmd/kube-apiserver) into /root/.cache/thinlvm/k8s/bin-x ...",
-			want: &Progress{Step: "building kube-apiserver", N: 2, Of: 11, Since: now},
+			want: &Progress{Step: "building kube-apiserver", N: 2, Of: 12, Since: now},
 		},
 		{
 			name: "the last one",
 			line: "build: snapshot-controller (github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller) into /c ...",
-			want: &Progress{Step: "building snapshot-controller", N: 10, Of: 11, Since: now},
+			want: &Progress{Step: "building snapshot-controller", N: 10, Of: 12, Since: now},
 		},
 		{
 			name: "a binary Start does not ask for is a step without a count",
@@ -68,7 +68,7 @@ func TestBuildLog(t *testing.T) {
 		if log.String() != out {
 			t.Errorf("writes of %d bytes: log %q, want %q", size, log.String(), out)
 		}
-		if d := cmp.Diff([]string{"building etcd 1/11", "building kwok 6/11"}, steps); d != "" {
+		if d := cmp.Diff([]string{"building etcd 1/12", "building kwok 6/12"}, steps); d != "" {
 			t.Errorf("writes of %d bytes: steps (-want +got):\n%s", size, d)
 		}
 	}
