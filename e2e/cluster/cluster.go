@@ -82,6 +82,9 @@ type Cluster struct {
 	// Options.Kustomize: deploy/, or deploy/k8s<minor> for
 	// Options.K8sMinor.
 	Deploy string
+	// Chart is the Helm chart Install installs (deploy/chart) unless
+	// Options.Kustomize.
+	Chart string
 	// Kustomize is Options.Kustomize.
 	Kustomize bool
 	// CapacityPoll is how often the provisioner refreshes
@@ -320,7 +323,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return c, err
 	}
-	c.ControlBin, c.Deploy, c.Kustomize = c.K8sBin, filepath.Join(root, "deploy"), o.Kustomize
+	c.ControlBin, c.Deploy, c.Chart, c.Kustomize = c.K8sBin, filepath.Join(root, "deploy"), filepath.Join(root, "deploy", "chart"), o.Kustomize
 	if o.K8sMinor != "" {
 		module := filepath.Join("scheduler", "k8s"+o.K8sMinor)
 		if _, err := os.Stat(filepath.Join(root, module, "go.mod")); err != nil {

@@ -705,10 +705,20 @@ func (c *Cluster) WaitPods(ctx context.Context, namespace string, labels map[str
 
 // kubectl runs the built kubectl with the admin kubeconfig.
 func (c *Cluster) kubectl(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.ControlBin, "kubectl"), append([]string{"--kubeconfig=" + c.Kubeconfig}, args...)...)
+	return c.client(ctx, filepath.Join(c.ControlBin, "kubectl"), nil, args...)
+}
+
+// client runs a command-line client of the API server (kubectl, helm)
+// with the admin kubeconfig and env added to the environment; its error
+// holds the command and its output.
+func (c *Cluster) client(ctx context.Context, bin string, env []string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig=" + c.Kubeconfig}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return out, fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+		return out, fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
 	}
 	return out, nil
 }

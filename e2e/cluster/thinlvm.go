@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +28,9 @@ import (
 
 // Namespace is where deploy/ installs thinlvm.
 const Namespace = "thinlvm-system"
+
+// Release is the Helm release Install installs the chart as.
+const Release = "thinlvm"
 
 // ControlNode is the kwok node the install's Deployments are scheduled to
 // (the storage nodes are tainted); it holds no volumes.
@@ -69,7 +70,7 @@ func (c *Cluster) Install(ctx context.Context) error {
 		if _, err := c.kubectl(ctx, "apply", "-k", c.Deploy); err != nil {
 			return err
 		}
-	} else if err := c.helmInstall(ctx, root); err != nil {
+	} else if err := c.helmInstall(ctx); err != nil {
 		return err
 	}
 	control := &corev1.Node{
@@ -257,20 +258,7 @@ var agentArgs = []string{"--lvmnode-interval=500ms", "--lvmnode-use-interval=500
 // kubelet runs the DaemonSet's pod as it is). Call it after Install,
 // before the first node.
 func (c *Cluster) TuneNodeAgents(ctx context.Context) error {
-	if !c.Kustomize {
-		args, err := json.Marshal(agentArgs)
-		if err != nil {
-			return err
-		}
-		root, err := repoRoot()
-		if err != nil {
-			return err
-		}
-		if _, err := c.Helm(ctx, "upgrade", "thinlvm", filepath.Join(root, "deploy", "chart"), "--namespace", Namespace,
-			"--reuse-values", "--set-json", "node.extraArgs="+string(args)); err != nil {
-			return fmt.Errorf("tune the node agents: %w", err)
-		}
-	} else {
+	if c.Kustomize {
 		ds := &appsv1.DaemonSet{}
 		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: "thinlvm-node"}, ds); err != nil {
 			return fmt.Errorf("the node DaemonSet: %w", err)
@@ -283,6 +271,15 @@ func (c *Cluster) TuneNodeAgents(ctx context.Context) error {
 		ct.Args = append(ct.Args, agentArgs...)
 		if err := c.Client.Update(ctx, ds); err != nil {
 			return fmt.Errorf("tune the node DaemonSet: %w", err)
+		}
+	} else {
+		args, err := json.Marshal(agentArgs)
+		if err != nil {
+			return err
+		}
+		if _, err := c.Helm(ctx, "upgrade", Release, c.Chart, "--namespace", Namespace,
+			"--reuse-values", "--set-json", "node.extraArgs="+string(args)); err != nil {
+			return fmt.Errorf("tune the node agents: %w", err)
 		}
 	}
 	c.mu.Lock()
@@ -514,7 +511,7 @@ func (c *Cluster) WaitCapacityFor(ctx context.Context, node, storageClass string
 // example classes, as deploy/ installs it: the test bed makes its own
 // (CreateClasses), and every class adds a CSIStorageCapacity object per
 // node that the many-node tests and benchmarks would pay for.
-func (c *Cluster) helmInstall(ctx context.Context, root string) error {
+func (c *Cluster) helmInstall(ctx context.Context) error {
 	if _, err := c.kubectl(ctx, "create", "namespace", Namespace); err != nil {
 		return err
 	}
@@ -522,7 +519,7 @@ func (c *Cluster) helmInstall(ctx context.Context, root string) error {
 		"pod-security.kubernetes.io/audit=privileged", "pod-security.kubernetes.io/warn=privileged"); err != nil {
 		return err
 	}
-	_, err := c.Helm(ctx, "install", "thinlvm", filepath.Join(root, "deploy", "chart"), "--namespace", Namespace,
+	_, err := c.Helm(ctx, "install", Release, c.Chart, "--namespace", Namespace,
 		"--set-json", "storageClasses=[]", "--set", "volumeSnapshotClass.enabled=false")
 	return err
 }
@@ -530,14 +527,8 @@ func (c *Cluster) helmInstall(ctx context.Context, root string) error {
 // Helm runs the built helm with the admin kubeconfig (its own config and
 // cache directories under the cluster's).
 func (c *Cluster) Helm(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.K8sBin, "helm"), append([]string{"--kubeconfig=" + c.Kubeconfig}, args...)...)
-	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+filepath.Join(c.Dir, "helm", "config"),
-		"HELM_CACHE_HOME="+filepath.Join(c.Dir, "helm", "cache"), "HELM_DATA_HOME="+filepath.Join(c.Dir, "helm", "data"))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return out, fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return out, nil
+	return c.client(ctx, filepath.Join(c.K8sBin, "helm"), []string{"HELM_CONFIG_HOME=" + filepath.Join(c.Dir, "helm", "config"),
+		"HELM_CACHE_HOME=" + filepath.Join(c.Dir, "helm", "cache"), "HELM_DATA_HOME=" + filepath.Join(c.Dir, "helm", "data")}, args...)
 }
 
 // Uninstall removes what Install installed (docs/uninstall.md, step 2):
@@ -549,16 +540,12 @@ func (c *Cluster) Uninstall(ctx context.Context) error {
 		_, err := c.kubectl(ctx, "delete", "-k", c.Deploy, "--wait=false", "--ignore-not-found")
 		return err
 	}
-	root, err := repoRoot()
-	if err != nil {
+	if _, err := c.Helm(ctx, "uninstall", Release, "--namespace", Namespace); err != nil {
 		return err
 	}
-	if _, err := c.Helm(ctx, "uninstall", "thinlvm", "--namespace", Namespace); err != nil {
+	if _, err := c.kubectl(ctx, "delete", "-f", filepath.Join(c.Chart, "crds"), "--wait=false", "--ignore-not-found"); err != nil {
 		return err
 	}
-	if _, err := c.kubectl(ctx, "delete", "-f", filepath.Join(root, "deploy", "chart", "crds"), "--wait=false", "--ignore-not-found"); err != nil {
-		return err
-	}
-	_, err = c.kubectl(ctx, "delete", "namespace", Namespace, "--wait=false", "--ignore-not-found")
+	_, err := c.kubectl(ctx, "delete", "namespace", Namespace, "--wait=false", "--ignore-not-found")
 	return err
 }

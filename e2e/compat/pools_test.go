@@ -2,7 +2,6 @@ package compat_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -42,12 +41,8 @@ func TestNodePools(t *testing.T) {
 	}
 	defer cleanup(t, hdd, other)
 
-	chart, err := filepath.Abs(filepath.Join("..", "..", "deploy", "chart"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if k.Kustomize {
-		out, err := k.Helm(ctx, "template", "thinlvm", chart, "--namespace", cluster.Namespace, "--kube-version", serverVersion(t).GitVersion,
+		out, err := k.Helm(ctx, "template", cluster.Release, k.Chart, "--namespace", cluster.Namespace, "--kube-version", serverVersion(t).GitVersion,
 			"--set-json", "node.pools="+pools, "--show-only", "templates/node/daemonset.yaml", "--show-only", "templates/node/lvmd-config.yaml")
 		if err != nil {
 			t.Fatal(err)
@@ -67,11 +62,11 @@ func TestNodePools(t *testing.T) {
 		defer cleanup(t, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: "thinlvm-node-hdd"}},
 			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: "thinlvm-lvmd-hdd"}})
 	} else {
-		if _, err := k.Helm(ctx, "upgrade", "thinlvm", chart, "--namespace", cluster.Namespace, "--reuse-values", "--set-json", "node.pools="+pools); err != nil {
+		if _, err := k.Helm(ctx, "upgrade", cluster.Release, k.Chart, "--namespace", cluster.Namespace, "--reuse-values", "--set-json", "node.pools="+pools); err != nil {
 			t.Fatal(err)
 		}
 		defer func() {
-			if _, err := k.Helm(ctx, "rollback", "thinlvm", "--namespace", cluster.Namespace); err != nil {
+			if _, err := k.Helm(ctx, "rollback", cluster.Release, "--namespace", cluster.Namespace); err != nil {
 				t.Error(err)
 			}
 		}()
