@@ -51,6 +51,15 @@ type spec struct {
 // ref is the image's name and tag in the layout, for the build tag.
 func (s spec) ref(tag string) string { return s.name + ":" + s.tag(tag) }
 
+// releaseName names the image in a release file (make release): its
+// name, a scheduler's with its minor (thinlvm-scheduler-k8s1.37).
+func (s spec) releaseName() string {
+	if s.minor == "" {
+		return s.name
+	}
+	return s.name + "-k8s" + s.minor
+}
+
 // tag is the image's tag for the build tag: the scheduler's carry the
 // Kubernetes minor they are built for.
 func (s spec) tag(tag string) string {

@@ -340,11 +340,7 @@ func testRelease(t *testing.T, bs []built, prefix string) {
 	want := map[string]string{}
 	for _, b := range bs {
 		d, _ := b.index.Digest()
-		img := b.spec.name
-		if b.spec.minor != "" {
-			img += "-k8s" + b.spec.minor
-		}
-		want[img] = d.String()
+		want[b.spec.releaseName()] = d.String()
 	}
 	if len(pinned) != len(want) {
 		t.Errorf("the chart pins %v, the build made %v", pinned, want)

@@ -155,11 +155,7 @@ func releaseFile(built []built, push, tag string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		name := b.spec.name
-		if b.spec.minor != "" {
-			name += "-k8s" + b.spec.minor
-		}
-		r.Digests[name] = d.String()
+		r.Digests[b.spec.releaseName()] = d.String()
 	}
 	return json.MarshalIndent(r, "", "  ")
 }
