@@ -33,7 +33,10 @@ func load(t *testing.T, data []byte) *kubeschedulerconfig.KubeSchedulerConfigura
 func TestDeployedConfiguration(t *testing.T) {
 	// go test runs in the package's directory (also when -trimpath, as
 	// make test-minors builds, leaves no source path to find it by).
-	data := deployedConfig(t)
+	data, err := deployscheduler.Profile()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := load(t, data)
 	if err := kubeschedulervalidation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
 		t.Fatalf("kube-scheduler rejects the configuration: %v", err)
@@ -93,14 +96,4 @@ profiles:
 		return
 	}
 	t.Fatal("no ThinLVM plugin config")
-}
-
-// deployedConfig is the KubeSchedulerConfiguration deploy/ installs.
-func deployedConfig(t *testing.T) []byte {
-	t.Helper()
-	data, err := deployscheduler.Profile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }

@@ -32,7 +32,10 @@ func load(t *testing.T, data []byte) *kubeschedulerconfig.KubeSchedulerConfigura
 // deploy/'s profile is this build's too: the same file decodes to the
 // same typed args as with the other minors' builds.
 func TestDeployedConfiguration(t *testing.T) {
-	data := deployedConfig(t)
+	data, err := deployscheduler.Profile()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := load(t, data)
 	if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != "thinlvm-scheduler" {
 		t.Fatalf("profiles %+v", cfg.Profiles)
@@ -85,14 +88,4 @@ profiles:
 	if !thin || !cos {
 		t.Errorf("args not decoded and defaulted (ThinLVM %v, Coscheduling %v): %+v", thin, cos, cfg.Profiles[0].PluginConfig)
 	}
-}
-
-// deployedConfig is the KubeSchedulerConfiguration deploy/ installs.
-func deployedConfig(t *testing.T) []byte {
-	t.Helper()
-	data, err := deployscheduler.Profile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }

@@ -37,7 +37,10 @@ import (
 // (VolumeBinding among them) around ThinLVM.
 func deployedProfiles(t *testing.T) []kubeschedulerconfig.KubeSchedulerProfile {
 	t.Helper()
-	data := deployedConfig(t)
+	data, err := deployscheduler.Profile()
+	if err != nil {
+		t.Fatal(err)
+	}
 	obj, _, err := kubeschedulerscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -217,14 +220,4 @@ func TestScheduleWithBoundClaims(t *testing.T) {
 			t.Errorf("pod %s failed on the plugin's cycle state: %s", pod, msg)
 		}
 	}
-}
-
-// deployedConfig is the KubeSchedulerConfiguration deploy/ installs.
-func deployedConfig(t *testing.T) []byte {
-	t.Helper()
-	data, err := deployscheduler.Profile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }
