@@ -41,6 +41,7 @@ verify: generate verify-imports ## Check formatting, vet, the import boundaries,
 	$(GO) mod tidy -diff
 	cd e2e/topolvm && $(GO) vet ./... && $(GO) mod tidy -diff   # the TopoLVM benchmark's own module compiles
 	cd e2e/cluster/addons && $(GO) mod tidy -diff   # the test cluster's add-ons' module
+	cd e2e/conformance && $(GO) mod tidy -diff   # Kubernetes' storage suite's module (e2e.test, agnhost)
 	cd deploy/chart && CGO_ENABLED=0 $(GO) vet -trimpath ./... && $(GO) mod tidy -diff   # the Helm chart's module
 	for m in $(K8S_OLDER); do (cd scheduler/k8s$$m && $(GO) mod tidy -diff) || exit 1; done   # each older minor's scheduler module
 	@git diff --exit-code -- . ':!go.sum' || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
@@ -221,6 +222,14 @@ sanity: lvmvm-image ## The csi-sanity suite: controller on envtest, node service
 .PHONY: e2e
 e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes, and the VM as a real node (the kubelet, containerd and runc run deploy/'s DaemonSet and the tests' pods on real lvm2), restarted, frozen and rebooted under its pods.
 	$(GO) test -count=1 -timeout 50m -v -run 'Test' ./e2e/cluster/...
+
+# Kubernetes' own storage suite, whole: every External Storage spec of
+# thinlvm's test driver (e2e/conformance/driver.yaml) but those
+# e2e/conformance/excluded.txt leaves out with its reasons, on the e2e
+# suite's test bed. make test runs the specs of ci-specs.txt (in e2e).
+.PHONY: conformance
+conformance: lvmvm-image ## Kubernetes' storage end-to-end suite (e2e.test, External Storage) on the real node, every applicable spec (docs/conformance.md); make test runs a subset of it.
+	$(GO) test -count=1 -timeout 300m -v -run 'TestKubernetesStorageSuite' ./e2e/cluster/ -args -storagesuite.all
 
 .PHONY: migration
 migration: lvmvm-image ## Volumes that move: clones and restores between two real-LVM nodes (two VMs).

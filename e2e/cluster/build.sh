@@ -13,6 +13,11 @@
 #                            links its C part (nsenter) statically
 #   helm                     helm.sh/helm/v4 (deploy/chart/go.mod): the
 #                            suites install thinlvm's chart with it
+#   e2e.test, agnhost        Kubernetes' storage e2e suite and the binary
+#                            of its agnhost test image, from k8s.io/kubernetes
+#                            at the product's version (e2e/conformance/go.mod),
+#                            into a directory keyed by that module alone
+#                            (its go.mod and Go files)
 # usage: build.sh [BINARY...]   (default: etcd kube-apiserver)
 # With K8S_MODULE=scheduler/k8s<minor> the k8s.io/kubernetes binaries are
 # that older minor's, built in its module (with -tags k8s<minor>, as the
@@ -37,8 +42,18 @@ ETCD=$(modver "$ROOT/e2e/cluster/etcd" go.etcd.io/etcd/server/v3)
 # The wrapper modules pin every other version: their go.mod files are the key.
 WRAP=$(cat "$ROOT"/e2e/cluster/*/go.mod "$ROOT/deploy/chart/go.mod" ${K8S_MODULE:+"$K8S_DIR/go.mod"} | sha256sum | cut -c1-12)
 BIN=$CACHE/k8s/bin-k8s$K8S-etcd$ETCD-$WRAP
-mkdir -p "$BIN"
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver)
+# The storage suite's binaries are asked for alone and kept apart: a change
+# of their module rebuilds them only, and theirs rebuilds nothing else.
+CONFORMANCE=0
+case " ${targets[*]} " in *" e2e.test "*|*" agnhost "*)
+  for t in "${targets[@]}"; do
+    [ "$t" = e2e.test ] || [ "$t" = agnhost ] || { echo "build: e2e.test and agnhost are built apart from $t" >&2; exit 2; }
+  done
+  CONFORMANCE=1
+  BIN=$CACHE/k8s/e2e-k8s$K8S-$(cat "$ROOT"/e2e/conformance/go.mod "$ROOT"/e2e/conformance/*.go | sha256sum | cut -c1-12) ;;
+esac
+mkdir -p "$BIN"
 [ "${targets[*]}" != all ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
   kwok csi-provisioner csi-resizer csi-snapshotter snapshot-controller containerd containerd-shim-runc-v2 ctr runc helm)
 # Every binary asked for built already (each is moved into place whole):
@@ -78,6 +93,19 @@ build_group() { # dir ldflags name=package...
   rmdir "$tmp"
   echo "build: $(IFS=+; echo "${missing[*]}") in $((SECONDS - t))s" >&2
 }
+
+if [ $CONFORMANCE = 1 ]; then
+  # e2e.test is a test binary (go test -c); agnhost is the image's command.
+  build_group "$ROOT/e2e/conformance" "" agnhost=k8s.io/kubernetes/test/images/agnhost
+  if [ ! -x "$BIN/e2e.test" ]; then
+    echo "build: e2e.test (k8s.io/kubernetes/test/e2e/storage/external, e2e/conformance) into $BIN ..." >&2
+    t=$SECONDS tmp=$(mktemp -d "$BIN/.build.XXXXXX")
+    (cd "$ROOT/e2e/conformance" && CGO_ENABLED=0 go test -c -trimpath -ldflags="-s -w $(k8s_ldflags)" -o "$tmp/e2e.test" .)
+    mv "$tmp/e2e.test" "$BIN/e2e.test"; rmdir "$tmp"
+    echo "build: e2e.test in $((SECONDS - t))s" >&2
+  fi
+  echo "$BIN"; exit 0
+fi
 
 etcd=() k8s=() addons=() runc=() helm=()
 for t in "${targets[@]}"; do

@@ -108,8 +108,11 @@ type Cluster struct {
 	// share directory.
 	roots   map[string]*imageRoots
 	rootsMu sync.Mutex
-	mu      sync.Mutex
-	procs   []*proc
+	// kubelets carries the API server's connections to real nodes'
+	// kubelets.
+	kubelets *kubeletProxy
+	mu       sync.Mutex
+	procs    []*proc
 }
 
 type proc struct {
@@ -367,7 +370,26 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		"--initial-cluster=e2e=http://127.0.0.1:"+strconv.Itoa(peerPort), "--unsafe-no-fsync", "--log-level=warn"); err != nil {
 		return c, err
 	}
+	kubelets, egress, err := startKubeletProxy(c.Dir, logw)
+	if err != nil {
+		return c, err
+	}
+	c.kubelets = kubelets
+	// The API server's identity at kubelets (their webhook authorizer
+	// asks it back): a member of system:masters, as kubeadm's was.
+	kcert, kkey, err := clientCert(filepath.Join(c.Dir, "pki"), "kube-apiserver-kubelet-client", "system:masters")
+	if err != nil {
+		return c, err
+	}
+	if err := os.WriteFile(p("apiserver-kubelet-client.crt"), kcert, 0o644); err != nil {
+		return c, err
+	}
+	if err := os.WriteFile(p("apiserver-kubelet-client.key"), kkey, 0o600); err != nil {
+		return c, err
+	}
 	if err := c.Run("kube-apiserver", nil, filepath.Join(c.ControlBin, "kube-apiserver"),
+		"--egress-selector-config-file="+egress, "--kubelet-client-certificate="+p("apiserver-kubelet-client.crt"),
+		"--kubelet-client-key="+p("apiserver-kubelet-client.key"),
 		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(etcdPort), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--secure-port="+strconv.Itoa(c.apiPort), "--tls-cert-file="+p("apiserver.crt"), "--tls-private-key-file="+p("apiserver.key"),
 		"--client-ca-file="+p("ca.crt"), "--token-auth-file="+p("tokens.csv"), "--authorization-mode=Node,RBAC",
@@ -661,6 +683,9 @@ func (c *Cluster) Stop() {
 	c.mu.Unlock()
 	for i := len(ps) - 1; i >= 0; i-- {
 		stop(ps[i])
+	}
+	if c.kubelets != nil {
+		c.kubelets.close()
 	}
 	if c.temp && os.Getenv("CLUSTER_KEEP") == "" {
 		_ = os.RemoveAll(c.Dir)

@@ -49,7 +49,7 @@ func run(m *testing.M) int {
 	start, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	var err error
-	tb, err = cluster.StartTestbed(start, cluster.TestbedOptions{Log: os.Stderr, Nodes: []string{"node-a", "node-b"}, VMDisk: "16G", Pool: "12G", RealNode: true})
+	tb, err = cluster.StartTestbed(start, cluster.TestbedOptions{Log: os.Stderr, Nodes: []string{"node-a", "node-b"}, VMDisk: "16G", Pool: "12G", RealNode: true, StorageSuite: true})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 		return 1

@@ -76,6 +76,9 @@ type RealNodeOptions struct {
 	Labels map[string]string
 	// GuestPorts are forwarded from the host, besides the kubelet's.
 	GuestPorts []int
+	// StorageSuite imports the images of Kubernetes' storage suite
+	// (RunStorageSuite) too.
+	StorageSuite bool
 }
 
 // KubeletPort is the kubelet's port in the guest (forwarded: VM.Addr).
@@ -88,7 +91,7 @@ func (c *Cluster) StartRealNode(ctx context.Context, nodeName string, o RealNode
 	if err != nil {
 		return nil, err
 	}
-	images, sum, err := c.nodeImages(ctx)
+	images, sum, err := c.nodeImages(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +202,7 @@ func (c *Cluster) nodeBins(ctx context.Context) (map[string]string, error) {
 // archive that containerd imports: thinlvm's images from Bin/images under
 // the names deploy/ gives them, the pause and busybox images. It returns
 // the archive's path and a digest of what it holds.
-func (c *Cluster) nodeImages(ctx context.Context) (path, sum string, err error) {
+func (c *Cluster) nodeImages(ctx context.Context, o RealNodeOptions) (path, sum string, err error) {
 	path = filepath.Join(c.Dir, "node-images.tar")
 	if data, err := os.ReadFile(path + ".sum"); err == nil {
 		return path, string(data), nil
@@ -235,6 +238,17 @@ func (c *Cluster) nodeImages(ctx context.Context) (path, sum string, err error) 
 	}
 	if err := add(BusyboxImage, busybox); err != nil {
 		return "", "", err
+	}
+	if o.StorageSuite {
+		suite, err := c.storageSuiteImages(ctx, pause)
+		if err != nil {
+			return "", "", err
+		}
+		for ref, img := range suite {
+			if err := add(ref, img); err != nil {
+				return "", "", err
+			}
+		}
 	}
 	if err := tarball.MultiRefWriteToFile(path, refs); err != nil {
 		return "", "", fmt.Errorf("write the node's images: %w", err)
@@ -313,11 +327,21 @@ func (c *Cluster) pauseImage(ctx context.Context) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	return imageOf([]tarEntry{{name: "pause", data: data, mode: 0o755}}, []string{"/pause"})
+	return imageOf([]tarEntry{{name: "pause", data: data, mode: 0o755}}, []string{"/pause"}, nil)
 }
 
 // busyboxImage is Debian's busybox-static with a link for each applet.
 func busyboxImage() (v1.Image, error) {
+	entries, err := busyboxEntries()
+	if err != nil {
+		return nil, err
+	}
+	return imageOf(entries, []string{"/bin/sh"}, nil)
+}
+
+// busyboxEntries are /bin/busybox (Debian's busybox-static), a link in
+// /bin for each applet, and /tmp.
+func busyboxEntries() ([]tarEntry, error) {
 	data, err := os.ReadFile("/usr/bin/busybox")
 	if err != nil {
 		return nil, fmt.Errorf("busybox (Debian's busybox-static): %w", err)
@@ -332,7 +356,7 @@ func busyboxImage() (v1.Image, error) {
 			entries = append(entries, tarEntry{name: "bin/" + a, link: "busybox"})
 		}
 	}
-	return imageOf(entries, []string{"/bin/sh"})
+	return entries, nil
 }
 
 type tarEntry struct {
@@ -342,8 +366,8 @@ type tarEntry struct {
 	link string // a symlink's target
 }
 
-// imageOf is a one-layer image of entries with entrypoint.
-func imageOf(entries []tarEntry, entrypoint []string) (v1.Image, error) {
+// imageOf is a one-layer image of entries with entrypoint and cmd.
+func imageOf(entries []tarEntry, entrypoint, cmd []string) (v1.Image, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
@@ -378,7 +402,7 @@ func imageOf(entries []tarEntry, entrypoint []string) (v1.Image, error) {
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", hostArch()
-	cf.Config.Entrypoint = entrypoint
+	cf.Config.Entrypoint, cf.Config.Cmd = entrypoint, cmd
 	cf.Config.Env = []string{"PATH=/bin"}
 	return mutate.ConfigFile(img, cf)
 }

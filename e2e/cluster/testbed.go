@@ -79,6 +79,9 @@ type TestbedOptions struct {
 	// tests' pods on it. One VM node only: real nodes do not yet reach
 	// each other's pods.
 	RealNode bool
+	// StorageSuite readies the real node for Kubernetes' storage suite
+	// (RunStorageSuite): its test images.
+	StorageSuite bool
 }
 
 // realNodePrepare makes a real node's VG vg0 and thin pool pool0 of the
@@ -120,7 +123,7 @@ func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error
 			return tb, fmt.Errorf("a test bed has one real node, not %d", len(vmNodes))
 		}
 		vm, err := k.StartRealNode(ctx, vmNodes[0], RealNodeOptions{Disks: []string{o.VMDisk}, Prepare: realNodePrepare(o.Pool),
-			Labels: map[string]string{"thinlvm.io/test-vm": "true"}})
+			Labels: map[string]string{"thinlvm.io/test-vm": "true"}, StorageSuite: o.StorageSuite})
 		if err != nil {
 			return tb, err
 		}
