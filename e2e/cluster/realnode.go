@@ -114,6 +114,7 @@ func (c *Cluster) StartRealNode(ctx context.Context, nodeName string, o RealNode
 	if err != nil {
 		return nil, fmt.Errorf("boot the VM of node %s: %w", nodeName, err)
 	}
+	c.kubelets.route(nodeName, func() string { return vm.Addr(KubeletPort) })
 	if err := c.WaitNodeReady(ctx, nodeName, vm); err != nil {
 		vm.Stop()
 		return nil, err

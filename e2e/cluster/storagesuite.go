@@ -142,7 +142,7 @@ func (c *Cluster) RunStorageSuite(ctx context.Context, o StorageSuiteOptions) ([
 		focus += "(" + strings.Join(alt, "|") + ")$"
 	}
 	report := filepath.Join(o.Dir, "report.json")
-	args := []string{"-kubeconfig=" + c.Kubeconfig, "-repo-root=" + root,
+	args := []string{"-kubeconfig=" + c.Kubeconfig, "-repo-root=" + root, "-kubectl-path=" + filepath.Join(c.ControlBin, "kubectl"),
 		"-storage.testdriver=" + filepath.Join(root, "e2e", "conformance", "driver.yaml"),
 		"-ginkgo.focus=" + focus, "-ginkgo.json-report=" + report, "-ginkgo.no-color", "-ginkgo.v",
 		"-ginkgo.timeout=4h", "-report-dir=" + o.Dir,
