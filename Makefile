@@ -226,10 +226,11 @@ e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes, a
 # Kubernetes' own storage suite, whole: every External Storage spec of
 # thinlvm's test driver (e2e/conformance/driver.yaml) but those
 # e2e/conformance/excluded.txt leaves out with its reasons, on the e2e
-# suite's test bed. make test runs the specs of ci-specs.txt (in e2e).
+# suite's test bed (FOCUS=<regexp>: only the specs it matches). make test
+# runs the specs of ci-specs.txt (in e2e).
 .PHONY: conformance
 conformance: lvmvm-image ## Kubernetes' storage end-to-end suite (e2e.test, External Storage) on the real node, every applicable spec (docs/conformance.md); make test runs a subset of it.
-	$(GO) test -count=1 -timeout 300m -v -run 'TestKubernetesStorageSuite' ./e2e/cluster/ -args -storagesuite.all
+	$(GO) test -count=1 -timeout 300m -v -run 'TestKubernetesStorageSuite' ./e2e/cluster/ -args -storagesuite.all $(if $(FOCUS),-storagesuite.focus='$(FOCUS)')
 
 .PHONY: migration
 migration: lvmvm-image ## Volumes that move: clones and restores between two real-LVM nodes (two VMs).

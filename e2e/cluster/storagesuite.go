@@ -82,6 +82,9 @@ type StorageSuiteOptions struct {
 	// "External Storage [Driver: thinlvm.io] " prefix); empty runs every
 	// spec of the driver but those Skip matches.
 	Specs []string
+	// Focus, with no Specs, is a regular expression the specs run must
+	// match too.
+	Focus string
 	// Skip are regular expressions of specs left out.
 	Skip []string
 	// Dir receives the suite's JSON report and log.
@@ -140,6 +143,8 @@ func (c *Cluster) RunStorageSuite(ctx context.Context, o StorageSuiteOptions) ([
 			alt[i] = regexp.QuoteMeta(s)
 		}
 		focus += "(" + strings.Join(alt, "|") + ")$"
+	} else if o.Focus != "" {
+		focus += ".*(" + o.Focus + ")"
 	}
 	report := filepath.Join(o.Dir, "report.json")
 	args := []string{"-kubeconfig=" + c.Kubeconfig, "-repo-root=" + root, "-kubectl-path=" + filepath.Join(c.ControlBin, "kubectl"),

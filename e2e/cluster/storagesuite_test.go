@@ -11,8 +11,12 @@ import (
 	"github.com/thinlvm/thinlvm/e2e/cluster"
 )
 
-var storageSuiteAll = flag.Bool("storagesuite.all", false,
-	"run every spec of Kubernetes' storage suite for thinlvm but e2e/conformance/excluded.txt's (make conformance), not ci-specs.txt's")
+var (
+	storageSuiteAll = flag.Bool("storagesuite.all", false,
+		"run every spec of Kubernetes' storage suite for thinlvm but e2e/conformance/excluded.txt's (make conformance), not ci-specs.txt's")
+	storageSuiteFocus = flag.String("storagesuite.focus", "",
+		"with -storagesuite.all, only the specs this regular expression matches (make conformance FOCUS=...)")
+)
 
 // TestKubernetesStorageSuite runs Kubernetes' own storage end-to-end suite
 // (e2e.test, External Storage with e2e/conformance/driver.yaml) on this
@@ -25,6 +29,7 @@ func TestKubernetesStorageSuite(t *testing.T) {
 	o := cluster.StorageSuiteOptions{Dir: filepath.Join(k.Dir, "storage-suite"), Log: os.Stderr}
 	var err error
 	if *storageSuiteAll {
+		o.Focus = *storageSuiteFocus
 		o.Skip, err = cluster.ReadSpecList(filepath.Join(dir, "excluded.txt"))
 	} else {
 		o.Specs, err = cluster.ReadSpecList(filepath.Join(dir, "ci-specs.txt"))
