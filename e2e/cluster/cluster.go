@@ -389,7 +389,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 	if err := c.Run("kube-apiserver", nil, filepath.Join(c.ControlBin, "kube-apiserver"),
 		"--egress-selector-config-file="+egress, "--kubelet-client-certificate="+p("apiserver-kubelet-client.crt"),
-		"--kubelet-client-key="+p("apiserver-kubelet-client.key"),
+		"--kubelet-client-key="+p("apiserver-kubelet-client.key"), "--kubelet-preferred-address-types=InternalIP",
 		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(etcdPort), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--secure-port="+strconv.Itoa(c.apiPort), "--tls-cert-file="+p("apiserver.crt"), "--tls-private-key-file="+p("apiserver.key"),
 		"--client-ca-file="+p("ca.crt"), "--token-auth-file="+p("tokens.csv"), "--authorization-mode=Node,RBAC",

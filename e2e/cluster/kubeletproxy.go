@@ -11,22 +11,29 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 )
 
-// The API server reaches a kubelet (a pod's logs, exec, port-forward)
-// through the harness: its egress selector sends the "cluster" traffic by
-// HTTP CONNECT over a unix socket to a kubeletProxy, which sends a real
-// node's kubelet address (NAME:10250, the Node's Hostname address, the
-// API server's first choice) to the loopback port its VM forwards to the
-// kubelet. The proxy dials nothing else: a request for any other address
-// is answered 403 there, so no packet leaves for it and no node name is
-// looked up in DNS.
+// The API server reaches a kubelet (a pod's logs, exec, port-forward, the
+// nodes/proxy subresource) through the harness: its egress selector sends
+// the "cluster" traffic by HTTP CONNECT over a unix socket to a
+// kubeletProxy, which sends a real node's kubelet address to the loopback
+// port its VM forwards to the kubelet. The API server prefers the Node's
+// InternalIP (--kubelet-preferred-address-types): with a Hostname address
+// it looks the name up in DNS first (nodes/proxy checks that the name is
+// not a loopback address), a query that would leave the machine. Every
+// real node's guest has the same address (lvmvm.GuestAddress), so the
+// proxy knows it only while one real node is routed. The proxy dials
+// nothing else: a request for any other address is answered 403 there,
+// so no packet leaves for it.
 type kubeletProxy struct {
 	ln  net.Listener
 	log io.Writer
 
 	mu     sync.Mutex
-	routes map[string]func() string // "vm-node:10250" -> its forwarded address
+	routes map[string]func() string // "vm-node:10250", "10.0.2.15:10250" -> its forwarded address
+	nodes  int                      // real nodes routed
 }
 
 // startKubeletProxy listens on a unix socket in dir and writes the API
@@ -56,12 +63,21 @@ egressSelections:
 	return p, cfg, nil
 }
 
-// route sends node's kubelet address to addr() (read at each connection:
-// a rebooted VM may forward another port).
+// route sends node's kubelet (by its name and, while it is the only real
+// node, by the guests' address) to addr(), read at each connection: a
+// rebooted VM may forward another port.
 func (p *kubeletProxy) route(node string, addr func() string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.routes[net.JoinHostPort(node, strconv.Itoa(KubeletPort))] = addr
+	port := strconv.Itoa(KubeletPort)
+	p.routes[net.JoinHostPort(node, port)] = addr
+	p.nodes++
+	ip := net.JoinHostPort(lvmvm.GuestAddress, port)
+	if p.nodes == 1 {
+		p.routes[ip] = addr
+	} else {
+		delete(p.routes, ip) // which node's? refused rather than guessed
+	}
 }
 
 func (p *kubeletProxy) close() { p.ln.Close() }
