@@ -158,8 +158,14 @@ func (c *Cluster) AddNode(ctx context.Context, n Node) error {
 	if err := IgnoreAlreadyExists(c.Client.Create(ctx, node)); err != nil {
 		return fmt.Errorf("create node %s: %w", n.Name, err)
 	}
+	// Owned by its Node, as the kubelet makes it: deleting the Node
+	// deletes it, and the provisioner drops the node's capacity.
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
 	csiNode := &storagev1.CSINode{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}},
 		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: thinlvmv1.DriverName, NodeID: n.Name,
 			TopologyKeys: []string{thinlvmv1.TopologyKey}}}},
 	}
