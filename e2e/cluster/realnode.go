@@ -233,7 +233,11 @@ func (c *Cluster) nodeImages(ctx context.Context, o RealNodeOptions) (path, sum 
 	if err := add(PauseImage, pause); err != nil {
 		return "", "", err
 	}
-	busybox, err := busyboxImage()
+	applets, err := busyboxEntries()
+	if err != nil {
+		return "", "", err
+	}
+	busybox, err := imageOf(applets, []string{"/bin/sh"}, nil)
 	if err != nil {
 		return "", "", err
 	}
@@ -241,7 +245,7 @@ func (c *Cluster) nodeImages(ctx context.Context, o RealNodeOptions) (path, sum 
 		return "", "", err
 	}
 	if o.StorageSuite {
-		suite, err := c.storageSuiteImages(ctx, pause)
+		suite, err := c.storageSuiteImages(ctx, pause, applets)
 		if err != nil {
 			return "", "", err
 		}
@@ -329,15 +333,6 @@ func (c *Cluster) pauseImage(ctx context.Context) (v1.Image, error) {
 		return nil, err
 	}
 	return imageOf([]tarEntry{{name: "pause", data: data, mode: 0o755}}, []string{"/pause"}, nil)
-}
-
-// busyboxImage is Debian's busybox-static with a link for each applet.
-func busyboxImage() (v1.Image, error) {
-	entries, err := busyboxEntries()
-	if err != nil {
-		return nil, err
-	}
-	return imageOf(entries, []string{"/bin/sh"}, nil)
 }
 
 // busyboxEntries are /bin/busybox (Debian's busybox-static), a link in

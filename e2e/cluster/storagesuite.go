@@ -49,17 +49,14 @@ const storageSuiteRepoList = "promoterE2eRegistry: " + storageSuiteRegistry + "\
 
 // storageSuiteImages are the suite's images by name: busybox's as
 // Debian's busybox-static with the test image's sh command, agnhost's
-// binary (build.sh agnhost, a directory of its own) on the same applets.
-func (c *Cluster) storageSuiteImages(ctx context.Context, pause v1.Image) (map[string]v1.Image, error) {
+// binary (build.sh agnhost, a directory of its own) on the same applets
+// (busyboxEntries, read once by nodeImages).
+func (c *Cluster) storageSuiteImages(ctx context.Context, pause v1.Image, applets []tarEntry) (map[string]v1.Image, error) {
 	dir, err := buildK8s(ctx, c.log, func(Progress) {}, nil, "agnhost")
 	if err != nil {
 		return nil, err
 	}
 	agnhost, err := os.ReadFile(filepath.Join(dir, "agnhost"))
-	if err != nil {
-		return nil, err
-	}
-	applets, err := busyboxEntries()
 	if err != nil {
 		return nil, err
 	}
