@@ -38,6 +38,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The container's process execs on its main thread. The parent-death
+// signal is an attribute of a thread: the supervisor sets it on the main
+// thread at the clone, the threads Go starts later have none, and exec
+// keeps only the exec'ing thread's. Exec'd from another thread (or, after
+// a change of user, with the signal armed again on another thread), a
+// container of a killed podrun ran on, orphaned. LockOSThread in init
+// keeps main on the main thread.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == "init" {
+		runtime.LockOSThread()
+	}
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: podrun run|unpack|share ...")
