@@ -109,8 +109,9 @@ const (
 )
 
 // Condition reasons of a LogicalVolume. They are the API's own words: the
-// node agent chooses one for each outcome and the controller maps it to the
-// code its CSI call returns; neither side parses a gRPC code's name.
+// node agent chooses one for each outcome; what a failure reason means (the
+// code of the CSI call, how the agent retries) is in one table, Failure's;
+// neither side parses a gRPC code's name.
 const (
 	// ReasonCreated (Ready=True): the LV exists with the spec's size.
 	ReasonCreated = "Created"
@@ -140,6 +141,10 @@ const (
 	// ReasonForeignLV: an LV of this name exists that thinlvm does not
 	// manage (no thinlvm tag, or in another thin pool).
 	ReasonForeignLV = "ForeignLV"
+	// ReasonDeviceClassUnavailable, the LVMNode's reason of that name, is a
+	// LogicalVolume's too: the device class's volume group or thin pool is
+	// missing on the node (lvmd serves its other classes). Retried: it may
+	// appear.
 	// ReasonInvalidSpec: lvmd refused the request as invalid, e.g. a
 	// device class it does not know.
 	ReasonInvalidSpec = "InvalidSpec"

@@ -26,6 +26,7 @@ import (
 	"github.com/thinlvm/thinlvm/api/sizes"
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/api/volcap"
+	"github.com/thinlvm/thinlvm/internal/kubestatus"
 )
 
 // Sizes.
@@ -180,13 +181,13 @@ func (s *ControllerServer) watch(ctx context.Context, name string) (<-chan struc
 	}
 	wake, stop, err := s.changes.watch(ctx, name)
 	if err != nil {
-		return nil, nil, status.Errorf(codes.Unavailable, "%v", err)
+		return nil, nil, kubestatus.Errorf(err, "watch LogicalVolume %s", name)
 	}
 	return wake, stop, nil
 }
 
 // waitReady waits until the node agent made the LogicalVolume (Ready for
-// the current generation) or refused it (Failed, whose reason codeFor maps
+// the current generation) or refused it (Failed, whose reason thinlvmv1.Failure maps
 // to the call's code). done tells whether the object is where the caller
 // wants it; pending, when set, sees each state short of both. It reads the
 // object when the informer reports it changed.
@@ -213,14 +214,15 @@ func (s *ControllerServer) waitReady(ctx context.Context, name string, done func
 				return lv, nil
 			}
 			if c := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
-				return lv, status.Error(codeFor(c.Reason), c.Message)
+				code, _ := thinlvmv1.Failure(c.Reason)
+				return lv, status.Error(code, c.Message)
 			}
 			if pending != nil {
 				pending(lv)
 			}
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", name, err)
+			return nil, kubestatus.Errorf(err, "get LogicalVolume %s", name)
 		}
 		select {
 		case <-ctx.Done():
@@ -244,35 +246,6 @@ func stillDeleting(lv *thinlvmv1.LogicalVolume) error {
 
 func ready(lv *thinlvmv1.LogicalVolume) bool {
 	return meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady) && lv.Status.CurrentSize != nil
-}
-
-// reasonCodes is the code a CSI call returns when the node agent failed
-// its LogicalVolume with a reason. The codes are what the sidecars act on:
-// ResourceExhausted makes the provisioner reschedule, Unavailable and
-// DeadlineExceeded count as still in progress.
-var reasonCodes = map[string]codes.Code{
-	thinlvmv1.ReasonNoSpace:         codes.ResourceExhausted,
-	thinlvmv1.ReasonSourceNotFound:  codes.NotFound,
-	thinlvmv1.ReasonTransferFailed:  codes.Unavailable,
-	thinlvmv1.ReasonSourceMismatch:  codes.FailedPrecondition,
-	thinlvmv1.ReasonForeignLV:       codes.FailedPrecondition,
-	thinlvmv1.ReasonInvalidSpec:     codes.InvalidArgument,
-	thinlvmv1.ReasonSizeOutOfRange:  codes.OutOfRange,
-	thinlvmv1.ReasonConflict:        codes.AlreadyExists,
-	thinlvmv1.ReasonBaseFailed:      codes.Unavailable,
-	thinlvmv1.ReasonUnsupported:     codes.Unimplemented,
-	thinlvmv1.ReasonLVMDUnavailable: codes.Unavailable,
-	thinlvmv1.ReasonLVMTimeout:      codes.DeadlineExceeded,
-	thinlvmv1.ReasonLVMFailed:       codes.Internal,
-}
-
-// codeFor is the code for a Failed condition's reason; Internal for a
-// reason this controller does not know (a newer node agent's).
-func codeFor(reason string) codes.Code {
-	if c, ok := reasonCodes[reason]; ok {
-		return c
-	}
-	return codes.Internal
 }
 
 // waitGone waits until the LogicalVolume is deleted (its agent removed the
@@ -348,7 +321,7 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 			return nil, status.Errorf(codes.NotFound, "source %s %s not found", kind, id)
 		}
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "get source %s: %v", id, err)
+			return nil, kubestatus.Errorf(err, "get source %s", id)
 		}
 		if want < src.Spec.Size.Value() {
 			if req.GetCapacityRange().GetLimitBytes() > 0 && req.GetCapacityRange().GetLimitBytes() < src.Spec.Size.Value() {
@@ -378,7 +351,7 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 			if apierrors.IsNotFound(err) {
 				return nil, status.Errorf(codes.NotFound, "GoldenImage %s (%s) not found", imageName, from)
 			}
-			return nil, status.Errorf(codes.Internal, "get GoldenImage %s: %v", imageName, err)
+			return nil, kubestatus.Errorf(err, "get GoldenImage %s", imageName)
 		}
 		if class != "" && class != image.Spec.DeviceClass {
 			return nil, status.Errorf(codes.InvalidArgument, "GoldenImage %s (%s) is in device class %q, the StorageClass asks for %q", imageName, from, image.Spec.DeviceClass, class)
@@ -409,7 +382,7 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 			return nil, err
 		}
 	case !apierrors.IsNotFound(err):
-		return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", name, err)
+		return nil, kubestatus.Errorf(err, "get LogicalVolume %s", name)
 	default:
 		node, err := s.pickNode(ctx, req.GetAccessibilityRequirements(), class, want, sourceNode, image)
 		if err != nil {
@@ -422,7 +395,7 @@ func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolu
 				Role: thinlvmv1.RoleVolume},
 		}
 		if err := s.Client.Create(ctx, lv); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, status.Errorf(codes.Internal, "create LogicalVolume %s: %v", name, err)
+			return nil, kubestatus.Errorf(err, "create LogicalVolume %s", name)
 		}
 	}
 	events := s.claimEvents(ctx, req.GetParameters())
@@ -474,7 +447,7 @@ func (s *ControllerServer) goldenImageFor(ctx context.Context, params map[string
 			if apierrors.IsNotFound(err) {
 				return "", "", status.Errorf(codes.NotFound, "claim %s/%s not found: a volume of the controller's namespace is made for a claim that exists", ns, claim)
 			}
-			return "", "", status.Errorf(codes.Unavailable, "get claim %s/%s: %v", ns, claim, err)
+			return "", "", kubestatus.Errorf(err, "get claim %s/%s", ns, claim)
 		}
 		if img := pvc.Annotations[thinlvmv1.PopulateGoldenImageAnnotation]; img != "" {
 			return img, fmt.Sprintf("annotation %s of claim %s/%s", thinlvmv1.PopulateGoldenImageAnnotation, ns, claim), nil
@@ -491,7 +464,7 @@ func (s *ControllerServer) goldenImageFor(ctx context.Context, params map[string
 	if lv, err := s.getLV(ctx, lvName); err == nil && lv.Spec.Source != nil && lv.Spec.Source.Kind == thinlvmv1.SourceGoldenImage {
 		return lv.Spec.Source.Name, from, nil
 	} else if err != nil && !apierrors.IsNotFound(err) {
-		return "", "", status.Errorf(codes.Internal, "get LogicalVolume %s: %v", lvName, err)
+		return "", "", kubestatus.Errorf(err, "get LogicalVolume %s", lvName)
 	}
 	// From the API server, not the cache: a claim made right after its
 	// channel moved is made from the new version, whichever event the
@@ -505,7 +478,7 @@ func (s *ControllerServer) goldenImageFor(ctx context.Context, params map[string
 		if apierrors.IsNotFound(err) {
 			return "", "", status.Errorf(codes.NotFound, "GoldenImageChannel %s (StorageClass parameter %s) not found", chName, thinlvmv1.GoldenImageChannelParameter)
 		}
-		return "", "", status.Errorf(codes.Internal, "get GoldenImageChannel %s: %v", chName, err)
+		return "", "", kubestatus.Errorf(err, "get GoldenImageChannel %s", chName)
 	}
 	return ch.Spec.GoldenImage, from, nil
 }
@@ -557,10 +530,10 @@ func (s *ControllerServer) delete(ctx context.Context, id string, role thinlvmv1
 		return nil // absent, or an ID of the other role: no such volume
 	}
 	if err != nil {
-		return status.Errorf(codes.Internal, "get LogicalVolume %s: %v", id, err)
+		return kubestatus.Errorf(err, "get LogicalVolume %s", id)
 	}
 	if err := s.Client.Delete(ctx, lv); err != nil && !apierrors.IsNotFound(err) {
-		return status.Errorf(codes.Internal, "delete LogicalVolume %s: %v", id, err)
+		return kubestatus.Errorf(err, "delete LogicalVolume %s", id)
 	}
 	return s.waitGone(ctx, id)
 }
@@ -582,14 +555,14 @@ func (s *ControllerServer) ControllerExpandVolume(ctx context.Context, req *csi.
 		return nil, status.Errorf(codes.NotFound, "volume %s not found", req.GetVolumeId())
 	}
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", req.GetVolumeId(), err)
+		return nil, kubestatus.Errorf(err, "get LogicalVolume %s", req.GetVolumeId())
 	}
 	nodeExpansion := req.GetVolumeCapability().GetBlock() == nil
 	if lv.Spec.Size.Value() < want {
 		patch := client.MergeFrom(lv.DeepCopy())
 		lv.Spec.Size = *resource.NewQuantity(want, resource.BinarySI)
 		if err := s.Client.Patch(ctx, lv, patch); err != nil {
-			return nil, status.Errorf(codes.Internal, "grow LogicalVolume %s: %v", lv.Name, err)
+			return nil, kubestatus.Errorf(err, "grow LogicalVolume %s", lv.Name)
 		}
 	}
 	lv, err = s.waitReady(ctx, req.GetVolumeId(), func(l *thinlvmv1.LogicalVolume) bool {
@@ -613,7 +586,7 @@ func (s *ControllerServer) ValidateVolumeCapabilities(ctx context.Context, req *
 		if apierrors.IsNotFound(err) {
 			return nil, status.Errorf(codes.NotFound, "volume %s not found", req.GetVolumeId())
 		}
-		return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", req.GetVolumeId(), err)
+		return nil, kubestatus.Errorf(err, "get LogicalVolume %s", req.GetVolumeId())
 	}
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return &csi.ValidateVolumeCapabilitiesResponse{Message: status.Convert(err).Message()}, nil
@@ -635,12 +608,12 @@ func (s *ControllerServer) GetCapacity(ctx context.Context, req *csi.GetCapacity
 		if err := s.Client.Get(ctx, types.NamespacedName{Name: want}, &node); err == nil {
 			nodes = append(nodes, node)
 		} else if !apierrors.IsNotFound(err) {
-			return nil, status.Errorf(codes.Internal, "get LVMNode %s: %v", want, err)
+			return nil, kubestatus.Errorf(err, "get LVMNode %s", want)
 		}
 	} else {
 		list := &thinlvmv1.LVMNodeList{}
 		if err := s.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, status.Errorf(codes.Internal, "list LVMNodes: %v", err)
+			return nil, kubestatus.Errorf(err, "list LVMNodes")
 		}
 		nodes = list.Items
 	}
@@ -677,14 +650,14 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 			return nil, status.Errorf(codes.AlreadyExists, "snapshot %s exists with another source", req.GetName())
 		}
 	case !apierrors.IsNotFound(err):
-		return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", name, err)
+		return nil, kubestatus.Errorf(err, "get LogicalVolume %s", name)
 	default:
 		src, err := s.getLV(ctx, req.GetSourceVolumeId())
 		if apierrors.IsNotFound(err) || err == nil && isSnapshot(src) {
 			return nil, status.Errorf(codes.NotFound, "source volume %s not found", req.GetSourceVolumeId())
 		}
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "get source %s: %v", req.GetSourceVolumeId(), err)
+			return nil, kubestatus.Errorf(err, "get source %s", req.GetSourceVolumeId())
 		}
 		lv = &thinlvmv1.LogicalVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -693,7 +666,7 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 				AccessType: thinlvmv1.AccessReadOnly, Role: thinlvmv1.RoleSnapshot},
 		}
 		if err := s.Client.Create(ctx, lv); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, status.Errorf(codes.Internal, "create LogicalVolume %s: %v", name, err)
+			return nil, kubestatus.Errorf(err, "create LogicalVolume %s", name)
 		}
 	}
 	lv, err = s.waitReady(ctx, name, ready, nil)
@@ -733,7 +706,7 @@ func (s *ControllerServer) ListSnapshots(ctx context.Context, req *csi.ListSnaps
 	if id := req.GetSnapshotId(); id != "" {
 		lv, err := s.getLV(ctx, id)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, status.Errorf(codes.Internal, "get LogicalVolume %s: %v", id, err)
+			return nil, kubestatus.Errorf(err, "get LogicalVolume %s", id)
 		}
 		if err == nil {
 			lvs = append(lvs, *lv)
@@ -741,7 +714,7 @@ func (s *ControllerServer) ListSnapshots(ctx context.Context, req *csi.ListSnaps
 	} else {
 		list := &thinlvmv1.LogicalVolumeList{}
 		if err := s.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, status.Errorf(codes.Internal, "list snapshots: %v", err)
+			return nil, kubestatus.Errorf(err, "list snapshots")
 		}
 		lvs = list.Items
 	}
@@ -777,7 +750,7 @@ func (s *ControllerServer) ListSnapshots(ctx context.Context, req *csi.ListSnaps
 func (s *ControllerServer) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
 	list := &thinlvmv1.LogicalVolumeList{}
 	if err := s.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, status.Errorf(codes.Internal, "list volumes: %v", err)
+		return nil, kubestatus.Errorf(err, "list volumes")
 	}
 	var vols []*csi.Volume
 	for i := range list.Items {

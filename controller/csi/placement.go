@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/internal/kubestatus"
 )
 
 // pickNode chooses the node of a new volume of class, want bytes, made
@@ -69,13 +70,13 @@ func (s *ControllerServer) candidateNodes(ctx context.Context, candidates []stri
 		if err := s.Client.Get(ctx, types.NamespacedName{Name: candidates[0]}, &node); apierrors.IsNotFound(err) {
 			return nil, nil
 		} else if err != nil {
-			return nil, status.Errorf(codes.Internal, "get LVMNode %s: %v", candidates[0], err)
+			return nil, kubestatus.Errorf(err, "get LVMNode %s", candidates[0])
 		}
 		return []thinlvmv1.LVMNode{node}, nil
 	}
 	nodes := &thinlvmv1.LVMNodeList{}
 	if err := s.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, status.Errorf(codes.Internal, "list LVMNodes: %v", err)
+		return nil, kubestatus.Errorf(err, "list LVMNodes")
 	}
 	return nodes.Items, nil
 }

@@ -50,14 +50,14 @@ var (
 	ErrUnavailable = errors.New("device class unavailable")
 )
 
-// classified wraps a *CommandError with the sentinel its stderr shows.
-type classified struct {
+// classifiedError wraps a *CommandError with the sentinel its stderr shows.
+type classifiedError struct {
 	sentinel error
 	cause    *CommandError
 }
 
-func (c *classified) Error() string   { return c.cause.Error() }
-func (c *classified) Unwrap() []error { return []error{c.sentinel, c.cause} }
+func (c *classifiedError) Error() string   { return c.cause.Error() }
+func (c *classifiedError) Unwrap() []error { return []error{c.sentinel, c.cause} }
 
 // stderr fragments (LC_ALL=C) and the sentinel each one means. Only this
 // package reads lvm's stderr.
@@ -94,11 +94,11 @@ func classify(err error) error {
 	s := strings.ToLower(cerr.Stderr)
 	for _, c := range stderrClasses {
 		if strings.Contains(s, c.fragment) {
-			return &classified{sentinel: c.sentinel, cause: cerr}
+			return &classifiedError{sentinel: c.sentinel, cause: cerr}
 		}
 	}
 	if vgNotFound.MatchString(s) {
-		return &classified{sentinel: ErrNotFound, cause: cerr}
+		return &classifiedError{sentinel: ErrNotFound, cause: cerr}
 	}
 	return err
 }
@@ -127,7 +127,7 @@ func classifyDM(err error) error {
 	s := strings.ToLower(cerr.Stderr)
 	for _, c := range dmClasses {
 		if strings.Contains(s, c.fragment) {
-			return &classified{sentinel: c.sentinel, cause: cerr}
+			return &classifiedError{sentinel: c.sentinel, cause: cerr}
 		}
 	}
 	return err

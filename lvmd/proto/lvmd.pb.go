@@ -27,6 +27,104 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ErrorReason says why lvmd refused a call, where one status code covers
+// several refusals. lvmd attaches it to the status it returns as a
+// google.rpc.ErrorInfo of the domain "lvmd.thinlvm.io" (ErrorDomain in the
+// Go package); the code stays what it was without it.
+type ErrorReason int32
+
+const (
+	ErrorReason_ERROR_REASON_UNSPECIFIED ErrorReason = 0
+	// InvalidArgument: a bad name, size or device class, refused before any
+	// command.
+	ErrorReason_ERROR_REASON_INVALID ErrorReason = 1
+	// NotFound: the VG or LV does not exist.
+	ErrorReason_ERROR_REASON_NOT_FOUND ErrorReason = 2
+	// AlreadyExists: an LV of the name exists (a create's name taken).
+	ErrorReason_ERROR_REASON_EXISTS ErrorReason = 3
+	// AlreadyExists: the LV exists with other parameters, so an idempotent
+	// retry cannot return it.
+	ErrorReason_ERROR_REASON_CONFLICT ErrorReason = 4
+	// ResourceExhausted: the thin pool or VG has no room (or its metadata
+	// area none).
+	ErrorReason_ERROR_REASON_INSUFFICIENT_SPACE ErrorReason = 5
+	// OutOfRange: a resize below the LV's size.
+	ErrorReason_ERROR_REASON_SHRINK ErrorReason = 6
+	// FailedPrecondition: the LV is not thinlvm's (no tag, or in another
+	// device class's pool).
+	ErrorReason_ERROR_REASON_NOT_MANAGED ErrorReason = 7
+	// FailedPrecondition: the device class's VG or thin pool is missing on
+	// this node; lvmd serves the other classes.
+	ErrorReason_ERROR_REASON_DEVICE_CLASS_UNAVAILABLE ErrorReason = 8
+	// FailedPrecondition: the thin pool is not active, so its metadata
+	// cannot be read.
+	ErrorReason_ERROR_REASON_POOL_NOT_ACTIVE ErrorReason = 9
+	// FailedPrecondition: the thin pool holds a metadata snapshot already.
+	ErrorReason_ERROR_REASON_METADATA_SNAPSHOT_HELD ErrorReason = 10
+	// Unavailable: the lvm shell ended during the command; whether it
+	// changed anything is not known (lvmd re-reads before the retry).
+	ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN ErrorReason = 11
+)
+
+// Enum value maps for ErrorReason.
+var (
+	ErrorReason_name = map[int32]string{
+		0:  "ERROR_REASON_UNSPECIFIED",
+		1:  "ERROR_REASON_INVALID",
+		2:  "ERROR_REASON_NOT_FOUND",
+		3:  "ERROR_REASON_EXISTS",
+		4:  "ERROR_REASON_CONFLICT",
+		5:  "ERROR_REASON_INSUFFICIENT_SPACE",
+		6:  "ERROR_REASON_SHRINK",
+		7:  "ERROR_REASON_NOT_MANAGED",
+		8:  "ERROR_REASON_DEVICE_CLASS_UNAVAILABLE",
+		9:  "ERROR_REASON_POOL_NOT_ACTIVE",
+		10: "ERROR_REASON_METADATA_SNAPSHOT_HELD",
+		11: "ERROR_REASON_OUTCOME_UNKNOWN",
+	}
+	ErrorReason_value = map[string]int32{
+		"ERROR_REASON_UNSPECIFIED":              0,
+		"ERROR_REASON_INVALID":                  1,
+		"ERROR_REASON_NOT_FOUND":                2,
+		"ERROR_REASON_EXISTS":                   3,
+		"ERROR_REASON_CONFLICT":                 4,
+		"ERROR_REASON_INSUFFICIENT_SPACE":       5,
+		"ERROR_REASON_SHRINK":                   6,
+		"ERROR_REASON_NOT_MANAGED":              7,
+		"ERROR_REASON_DEVICE_CLASS_UNAVAILABLE": 8,
+		"ERROR_REASON_POOL_NOT_ACTIVE":          9,
+		"ERROR_REASON_METADATA_SNAPSHOT_HELD":   10,
+		"ERROR_REASON_OUTCOME_UNKNOWN":          11,
+	}
+)
+
+func (x ErrorReason) Enum() *ErrorReason {
+	p := new(ErrorReason)
+	*p = x
+	return p
+}
+
+func (x ErrorReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ErrorReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_lvmd_proto_lvmd_proto_enumTypes[0].Descriptor()
+}
+
+func (ErrorReason) Type() protoreflect.EnumType {
+	return &file_lvmd_proto_lvmd_proto_enumTypes[0]
+}
+
+func (x ErrorReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ErrorReason.Descriptor instead.
+func (ErrorReason) EnumDescriptor() ([]byte, []int) {
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{0}
+}
+
 // LogicalVolume is one thin LV managed by lvmd.
 type LogicalVolume struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -1604,7 +1702,21 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\"\x0e\n" +
-	"\fWatchRequest2\xa5\x05\n" +
+	"\fWatchRequest*\x89\x03\n" +
+	"\vErrorReason\x12\x1c\n" +
+	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14ERROR_REASON_INVALID\x10\x01\x12\x1a\n" +
+	"\x16ERROR_REASON_NOT_FOUND\x10\x02\x12\x17\n" +
+	"\x13ERROR_REASON_EXISTS\x10\x03\x12\x19\n" +
+	"\x15ERROR_REASON_CONFLICT\x10\x04\x12#\n" +
+	"\x1fERROR_REASON_INSUFFICIENT_SPACE\x10\x05\x12\x17\n" +
+	"\x13ERROR_REASON_SHRINK\x10\x06\x12\x1c\n" +
+	"\x18ERROR_REASON_NOT_MANAGED\x10\a\x12)\n" +
+	"%ERROR_REASON_DEVICE_CLASS_UNAVAILABLE\x10\b\x12 \n" +
+	"\x1cERROR_REASON_POOL_NOT_ACTIVE\x10\t\x12'\n" +
+	"#ERROR_REASON_METADATA_SNAPSHOT_HELD\x10\n" +
+	"\x12 \n" +
+	"\x1cERROR_REASON_OUTCOME_UNKNOWN\x10\v2\xa5\x05\n" +
 	"\tLVService\x12O\n" +
 	"\bCreateLV\x12 .thinlvm.lvmd.v1.CreateLVRequest\x1a!.thinlvm.lvmd.v1.CreateLVResponse\x12a\n" +
 	"\x0eCreateSnapshot\x12&.thinlvm.lvmd.v1.CreateSnapshotRequest\x1a'.thinlvm.lvmd.v1.CreateSnapshotResponse\x12O\n" +
@@ -1630,60 +1742,62 @@ func file_lvmd_proto_lvmd_proto_rawDescGZIP() []byte {
 	return file_lvmd_proto_lvmd_proto_rawDescData
 }
 
+var file_lvmd_proto_lvmd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_lvmd_proto_lvmd_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_lvmd_proto_lvmd_proto_goTypes = []any{
-	(*LogicalVolume)(nil),          // 0: thinlvm.lvmd.v1.LogicalVolume
-	(*CreateLVRequest)(nil),        // 1: thinlvm.lvmd.v1.CreateLVRequest
-	(*CreateLVResponse)(nil),       // 2: thinlvm.lvmd.v1.CreateLVResponse
-	(*CreateSnapshotRequest)(nil),  // 3: thinlvm.lvmd.v1.CreateSnapshotRequest
-	(*CreateSnapshotResponse)(nil), // 4: thinlvm.lvmd.v1.CreateSnapshotResponse
-	(*ResizeLVRequest)(nil),        // 5: thinlvm.lvmd.v1.ResizeLVRequest
-	(*ResizeLVResponse)(nil),       // 6: thinlvm.lvmd.v1.ResizeLVResponse
-	(*ChangeLVRequest)(nil),        // 7: thinlvm.lvmd.v1.ChangeLVRequest
-	(*ChangeLVResponse)(nil),       // 8: thinlvm.lvmd.v1.ChangeLVResponse
-	(*RemoveLVRequest)(nil),        // 9: thinlvm.lvmd.v1.RemoveLVRequest
-	(*RemoveLVResponse)(nil),       // 10: thinlvm.lvmd.v1.RemoveLVResponse
-	(*GetLVRequest)(nil),           // 11: thinlvm.lvmd.v1.GetLVRequest
-	(*GetLVResponse)(nil),          // 12: thinlvm.lvmd.v1.GetLVResponse
-	(*ListLVsRequest)(nil),         // 13: thinlvm.lvmd.v1.ListLVsRequest
-	(*ListLVsResponse)(nil),        // 14: thinlvm.lvmd.v1.ListLVsResponse
-	(*GetThinDeltaRequest)(nil),    // 15: thinlvm.lvmd.v1.GetThinDeltaRequest
-	(*ThinRange)(nil),              // 16: thinlvm.lvmd.v1.ThinRange
-	(*GetThinDeltaResponse)(nil),   // 17: thinlvm.lvmd.v1.GetThinDeltaResponse
-	(*DeviceClassCapacity)(nil),    // 18: thinlvm.lvmd.v1.DeviceClassCapacity
-	(*GetCapacityRequest)(nil),     // 19: thinlvm.lvmd.v1.GetCapacityRequest
-	(*GetCapacityResponse)(nil),    // 20: thinlvm.lvmd.v1.GetCapacityResponse
-	(*WatchRequest)(nil),           // 21: thinlvm.lvmd.v1.WatchRequest
+	(ErrorReason)(0),               // 0: thinlvm.lvmd.v1.ErrorReason
+	(*LogicalVolume)(nil),          // 1: thinlvm.lvmd.v1.LogicalVolume
+	(*CreateLVRequest)(nil),        // 2: thinlvm.lvmd.v1.CreateLVRequest
+	(*CreateLVResponse)(nil),       // 3: thinlvm.lvmd.v1.CreateLVResponse
+	(*CreateSnapshotRequest)(nil),  // 4: thinlvm.lvmd.v1.CreateSnapshotRequest
+	(*CreateSnapshotResponse)(nil), // 5: thinlvm.lvmd.v1.CreateSnapshotResponse
+	(*ResizeLVRequest)(nil),        // 6: thinlvm.lvmd.v1.ResizeLVRequest
+	(*ResizeLVResponse)(nil),       // 7: thinlvm.lvmd.v1.ResizeLVResponse
+	(*ChangeLVRequest)(nil),        // 8: thinlvm.lvmd.v1.ChangeLVRequest
+	(*ChangeLVResponse)(nil),       // 9: thinlvm.lvmd.v1.ChangeLVResponse
+	(*RemoveLVRequest)(nil),        // 10: thinlvm.lvmd.v1.RemoveLVRequest
+	(*RemoveLVResponse)(nil),       // 11: thinlvm.lvmd.v1.RemoveLVResponse
+	(*GetLVRequest)(nil),           // 12: thinlvm.lvmd.v1.GetLVRequest
+	(*GetLVResponse)(nil),          // 13: thinlvm.lvmd.v1.GetLVResponse
+	(*ListLVsRequest)(nil),         // 14: thinlvm.lvmd.v1.ListLVsRequest
+	(*ListLVsResponse)(nil),        // 15: thinlvm.lvmd.v1.ListLVsResponse
+	(*GetThinDeltaRequest)(nil),    // 16: thinlvm.lvmd.v1.GetThinDeltaRequest
+	(*ThinRange)(nil),              // 17: thinlvm.lvmd.v1.ThinRange
+	(*GetThinDeltaResponse)(nil),   // 18: thinlvm.lvmd.v1.GetThinDeltaResponse
+	(*DeviceClassCapacity)(nil),    // 19: thinlvm.lvmd.v1.DeviceClassCapacity
+	(*GetCapacityRequest)(nil),     // 20: thinlvm.lvmd.v1.GetCapacityRequest
+	(*GetCapacityResponse)(nil),    // 21: thinlvm.lvmd.v1.GetCapacityResponse
+	(*WatchRequest)(nil),           // 22: thinlvm.lvmd.v1.WatchRequest
 }
 var file_lvmd_proto_lvmd_proto_depIdxs = []int32{
-	0,  // 0: thinlvm.lvmd.v1.CreateLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	0,  // 1: thinlvm.lvmd.v1.CreateSnapshotResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	0,  // 2: thinlvm.lvmd.v1.ResizeLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	0,  // 3: thinlvm.lvmd.v1.ChangeLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	0,  // 4: thinlvm.lvmd.v1.GetLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	0,  // 5: thinlvm.lvmd.v1.ListLVsResponse.volumes:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	16, // 6: thinlvm.lvmd.v1.GetThinDeltaResponse.ranges:type_name -> thinlvm.lvmd.v1.ThinRange
-	18, // 7: thinlvm.lvmd.v1.GetCapacityResponse.device_classes:type_name -> thinlvm.lvmd.v1.DeviceClassCapacity
-	1,  // 8: thinlvm.lvmd.v1.LVService.CreateLV:input_type -> thinlvm.lvmd.v1.CreateLVRequest
-	3,  // 9: thinlvm.lvmd.v1.LVService.CreateSnapshot:input_type -> thinlvm.lvmd.v1.CreateSnapshotRequest
-	5,  // 10: thinlvm.lvmd.v1.LVService.ResizeLV:input_type -> thinlvm.lvmd.v1.ResizeLVRequest
-	7,  // 11: thinlvm.lvmd.v1.LVService.ChangeLV:input_type -> thinlvm.lvmd.v1.ChangeLVRequest
-	9,  // 12: thinlvm.lvmd.v1.LVService.RemoveLV:input_type -> thinlvm.lvmd.v1.RemoveLVRequest
-	11, // 13: thinlvm.lvmd.v1.LVService.GetLV:input_type -> thinlvm.lvmd.v1.GetLVRequest
-	13, // 14: thinlvm.lvmd.v1.LVService.ListLVs:input_type -> thinlvm.lvmd.v1.ListLVsRequest
-	15, // 15: thinlvm.lvmd.v1.LVService.GetThinDelta:input_type -> thinlvm.lvmd.v1.GetThinDeltaRequest
-	19, // 16: thinlvm.lvmd.v1.VGService.GetCapacity:input_type -> thinlvm.lvmd.v1.GetCapacityRequest
-	21, // 17: thinlvm.lvmd.v1.VGService.Watch:input_type -> thinlvm.lvmd.v1.WatchRequest
-	2,  // 18: thinlvm.lvmd.v1.LVService.CreateLV:output_type -> thinlvm.lvmd.v1.CreateLVResponse
-	4,  // 19: thinlvm.lvmd.v1.LVService.CreateSnapshot:output_type -> thinlvm.lvmd.v1.CreateSnapshotResponse
-	6,  // 20: thinlvm.lvmd.v1.LVService.ResizeLV:output_type -> thinlvm.lvmd.v1.ResizeLVResponse
-	8,  // 21: thinlvm.lvmd.v1.LVService.ChangeLV:output_type -> thinlvm.lvmd.v1.ChangeLVResponse
-	10, // 22: thinlvm.lvmd.v1.LVService.RemoveLV:output_type -> thinlvm.lvmd.v1.RemoveLVResponse
-	12, // 23: thinlvm.lvmd.v1.LVService.GetLV:output_type -> thinlvm.lvmd.v1.GetLVResponse
-	14, // 24: thinlvm.lvmd.v1.LVService.ListLVs:output_type -> thinlvm.lvmd.v1.ListLVsResponse
-	17, // 25: thinlvm.lvmd.v1.LVService.GetThinDelta:output_type -> thinlvm.lvmd.v1.GetThinDeltaResponse
-	20, // 26: thinlvm.lvmd.v1.VGService.GetCapacity:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
-	20, // 27: thinlvm.lvmd.v1.VGService.Watch:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
+	1,  // 0: thinlvm.lvmd.v1.CreateLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
+	1,  // 1: thinlvm.lvmd.v1.CreateSnapshotResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
+	1,  // 2: thinlvm.lvmd.v1.ResizeLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
+	1,  // 3: thinlvm.lvmd.v1.ChangeLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
+	1,  // 4: thinlvm.lvmd.v1.GetLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
+	1,  // 5: thinlvm.lvmd.v1.ListLVsResponse.volumes:type_name -> thinlvm.lvmd.v1.LogicalVolume
+	17, // 6: thinlvm.lvmd.v1.GetThinDeltaResponse.ranges:type_name -> thinlvm.lvmd.v1.ThinRange
+	19, // 7: thinlvm.lvmd.v1.GetCapacityResponse.device_classes:type_name -> thinlvm.lvmd.v1.DeviceClassCapacity
+	2,  // 8: thinlvm.lvmd.v1.LVService.CreateLV:input_type -> thinlvm.lvmd.v1.CreateLVRequest
+	4,  // 9: thinlvm.lvmd.v1.LVService.CreateSnapshot:input_type -> thinlvm.lvmd.v1.CreateSnapshotRequest
+	6,  // 10: thinlvm.lvmd.v1.LVService.ResizeLV:input_type -> thinlvm.lvmd.v1.ResizeLVRequest
+	8,  // 11: thinlvm.lvmd.v1.LVService.ChangeLV:input_type -> thinlvm.lvmd.v1.ChangeLVRequest
+	10, // 12: thinlvm.lvmd.v1.LVService.RemoveLV:input_type -> thinlvm.lvmd.v1.RemoveLVRequest
+	12, // 13: thinlvm.lvmd.v1.LVService.GetLV:input_type -> thinlvm.lvmd.v1.GetLVRequest
+	14, // 14: thinlvm.lvmd.v1.LVService.ListLVs:input_type -> thinlvm.lvmd.v1.ListLVsRequest
+	16, // 15: thinlvm.lvmd.v1.LVService.GetThinDelta:input_type -> thinlvm.lvmd.v1.GetThinDeltaRequest
+	20, // 16: thinlvm.lvmd.v1.VGService.GetCapacity:input_type -> thinlvm.lvmd.v1.GetCapacityRequest
+	22, // 17: thinlvm.lvmd.v1.VGService.Watch:input_type -> thinlvm.lvmd.v1.WatchRequest
+	3,  // 18: thinlvm.lvmd.v1.LVService.CreateLV:output_type -> thinlvm.lvmd.v1.CreateLVResponse
+	5,  // 19: thinlvm.lvmd.v1.LVService.CreateSnapshot:output_type -> thinlvm.lvmd.v1.CreateSnapshotResponse
+	7,  // 20: thinlvm.lvmd.v1.LVService.ResizeLV:output_type -> thinlvm.lvmd.v1.ResizeLVResponse
+	9,  // 21: thinlvm.lvmd.v1.LVService.ChangeLV:output_type -> thinlvm.lvmd.v1.ChangeLVResponse
+	11, // 22: thinlvm.lvmd.v1.LVService.RemoveLV:output_type -> thinlvm.lvmd.v1.RemoveLVResponse
+	13, // 23: thinlvm.lvmd.v1.LVService.GetLV:output_type -> thinlvm.lvmd.v1.GetLVResponse
+	15, // 24: thinlvm.lvmd.v1.LVService.ListLVs:output_type -> thinlvm.lvmd.v1.ListLVsResponse
+	18, // 25: thinlvm.lvmd.v1.LVService.GetThinDelta:output_type -> thinlvm.lvmd.v1.GetThinDeltaResponse
+	21, // 26: thinlvm.lvmd.v1.VGService.GetCapacity:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
+	21, // 27: thinlvm.lvmd.v1.VGService.Watch:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
 	18, // [18:28] is the sub-list for method output_type
 	8,  // [8:18] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
@@ -1702,13 +1816,14 @@ func file_lvmd_proto_lvmd_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lvmd_proto_lvmd_proto_rawDesc), len(file_lvmd_proto_lvmd_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
 		GoTypes:           file_lvmd_proto_lvmd_proto_goTypes,
 		DependencyIndexes: file_lvmd_proto_lvmd_proto_depIdxs,
+		EnumInfos:         file_lvmd_proto_lvmd_proto_enumTypes,
 		MessageInfos:      file_lvmd_proto_lvmd_proto_msgTypes,
 	}.Build()
 	File_lvmd_proto_lvmd_proto = out.File

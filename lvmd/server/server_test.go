@@ -301,32 +301,40 @@ func TestToStatus(t *testing.T) {
 		name string
 		err  error
 		want codes.Code
+		// reason is the ErrorInfo lvmd attaches.
+		reason pb.ErrorReason
 	}{
-		{"nil", nil, codes.OK},
-		{"invalid", fmt.Errorf("%w: x", lvm.ErrInvalid), codes.InvalidArgument},
-		{"invalid name", fmt.Errorf("validate: %w", lvm.ErrInvalidName), codes.InvalidArgument},
-		{"no space", fmt.Errorf("%w: x", lvm.ErrInsufficientSpace), codes.ResourceExhausted},
-		{"lvm no space", fmt.Errorf("create: %w", lvm.ErrInsufficientSpace), codes.ResourceExhausted},
-		{"conflict", fmt.Errorf("%w: x", lvm.ErrConflict), codes.AlreadyExists},
-		{"lvm exists", fmt.Errorf("create: %w", lvm.ErrExists), codes.AlreadyExists},
-		{"conflict with an unmanaged LV", fmt.Errorf("%w: %w", lvm.ErrConflict, fmt.Errorf("%w: x", lvm.ErrNotManaged)), codes.AlreadyExists},
-		{"shrink", fmt.Errorf("%w: x", lvm.ErrShrink), codes.OutOfRange},
-		{"lvm shrink", fmt.Errorf("extend: %w", lvm.ErrShrink), codes.OutOfRange},
-		{"not managed", fmt.Errorf("%w: x", lvm.ErrNotManaged), codes.FailedPrecondition},
-		{"not found", fmt.Errorf("%w: x", lvm.ErrNotFound), codes.NotFound},
-		{"lvm not found", fmt.Errorf("remove: %w", lvm.ErrNotFound), codes.NotFound},
-		{"deadline", fmt.Errorf("lvm: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
-		{"cancelled", fmt.Errorf("lvm: %w", context.Canceled), codes.Canceled},
-		{"lvm shell died", fmt.Errorf("create: %w", lvm.ErrOutcomeUnknown), codes.Unavailable},
-		{"lvm failure", fmt.Errorf("create: %w", cmdErr), codes.Internal},
-		{"plain", errors.New("boom"), codes.Internal},
-		{"status kept", status.Error(codes.Unavailable, "x"), codes.Unavailable},
+		{"nil", nil, codes.OK, pb.ErrorReason_ERROR_REASON_UNSPECIFIED},
+		{"invalid", fmt.Errorf("%w: x", lvm.ErrInvalid), codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID},
+		{"invalid name", fmt.Errorf("validate: %w", lvm.ErrInvalidName), codes.InvalidArgument, pb.ErrorReason_ERROR_REASON_INVALID},
+		{"no space", fmt.Errorf("%w: x", lvm.ErrInsufficientSpace), codes.ResourceExhausted, pb.ErrorReason_ERROR_REASON_INSUFFICIENT_SPACE},
+		{"lvm no space", fmt.Errorf("create: %w", lvm.ErrInsufficientSpace), codes.ResourceExhausted, pb.ErrorReason_ERROR_REASON_INSUFFICIENT_SPACE},
+		{"conflict", fmt.Errorf("%w: x", lvm.ErrConflict), codes.AlreadyExists, pb.ErrorReason_ERROR_REASON_CONFLICT},
+		{"lvm exists", fmt.Errorf("create: %w", lvm.ErrExists), codes.AlreadyExists, pb.ErrorReason_ERROR_REASON_EXISTS},
+		{"conflict with an unmanaged LV", fmt.Errorf("%w: %w", lvm.ErrConflict, fmt.Errorf("%w: x", lvm.ErrNotManaged)), codes.AlreadyExists, pb.ErrorReason_ERROR_REASON_CONFLICT},
+		{"shrink", fmt.Errorf("%w: x", lvm.ErrShrink), codes.OutOfRange, pb.ErrorReason_ERROR_REASON_SHRINK},
+		{"lvm shrink", fmt.Errorf("extend: %w", lvm.ErrShrink), codes.OutOfRange, pb.ErrorReason_ERROR_REASON_SHRINK},
+		{"not managed", fmt.Errorf("%w: x", lvm.ErrNotManaged), codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_NOT_MANAGED},
+		{"pool not active", fmt.Errorf("%w: x", lvm.ErrNotActive), codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_POOL_NOT_ACTIVE},
+		{"metadata snapshot held", fmt.Errorf("%w: x", lvm.ErrMetadataSnapHeld), codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_METADATA_SNAPSHOT_HELD},
+		{"VG missing", fmt.Errorf("%w: x", lvm.ErrUnavailable), codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_DEVICE_CLASS_UNAVAILABLE},
+		{"not found", fmt.Errorf("%w: x", lvm.ErrNotFound), codes.NotFound, pb.ErrorReason_ERROR_REASON_NOT_FOUND},
+		{"lvm not found", fmt.Errorf("remove: %w", lvm.ErrNotFound), codes.NotFound, pb.ErrorReason_ERROR_REASON_NOT_FOUND},
+		{"deadline", fmt.Errorf("lvm: %w", context.DeadlineExceeded), codes.DeadlineExceeded, pb.ErrorReason_ERROR_REASON_UNSPECIFIED},
+		{"cancelled", fmt.Errorf("lvm: %w", context.Canceled), codes.Canceled, pb.ErrorReason_ERROR_REASON_UNSPECIFIED},
+		{"lvm shell died", fmt.Errorf("create: %w", lvm.ErrOutcomeUnknown), codes.Unavailable, pb.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN},
+		{"lvm failure", fmt.Errorf("create: %w", cmdErr), codes.Internal, pb.ErrorReason_ERROR_REASON_UNSPECIFIED},
+		{"plain", errors.New("boom"), codes.Internal, pb.ErrorReason_ERROR_REASON_UNSPECIFIED},
+		{"status kept", status.Error(codes.Unavailable, "x"), codes.Unavailable, pb.ErrorReason_ERROR_REASON_UNSPECIFIED},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := toStatus(tt.err)
 			if code := status.Code(got); code != tt.want {
 				t.Errorf("toStatus(%v) = %v, want %v", tt.err, code, tt.want)
+			}
+			if reason := pb.ReasonOf(got); reason != tt.reason {
+				t.Errorf("toStatus(%v) has reason %v, want %v", tt.err, reason, tt.reason)
 			}
 			if _, isStatus := status.FromError(tt.err); !isStatus && !strings.Contains(status.Convert(got).Message(), tt.err.Error()) {
 				t.Errorf("toStatus(%v) message %q lost the error", tt.err, status.Convert(got).Message())
@@ -352,6 +360,10 @@ func TestInterceptorMakesStatus(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument)
 	if !strings.Contains(status.Convert(err).Message(), `unknown device class "nvme"`) {
 		t.Errorf("message %q does not name the device class", status.Convert(err).Message())
+	}
+	// The reason crosses the wire in the status's details.
+	if r := pb.ReasonOf(err); r != pb.ErrorReason_ERROR_REASON_INVALID {
+		t.Errorf("reason at the client = %v, want %v", r, pb.ErrorReason_ERROR_REASON_INVALID)
 	}
 }
 

@@ -76,12 +76,6 @@ func sealedTags(base *pb.LogicalVolume) (from, sum string) {
 	return from, sum
 }
 
-// errWait is a population's wait for something another party does; it is
-// not a failure.
-type errWait struct{ msg string }
-
-func (e *errWait) Error() string { return e.msg }
-
 // fill makes the base from the first source that can serve it, waiting
 // while none can.
 func (r *Reconciler) fill(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *population) (int64, error) {
@@ -96,13 +90,12 @@ func (r *Reconciler) fill(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *p
 		if cur.UID != gi.UID {
 			return 0, fmt.Errorf("GoldenImage %s was made again", gi.Name)
 		}
-		n, err := r.fillOnce(ctx, cur, pop, failures)
-		var wait *errWait
+		n, waiting, err := r.fillOnce(ctx, cur, pop, failures)
 		switch {
-		case err == nil:
+		case err == nil && waiting == "":
 			return n, nil
-		case errors.As(err, &wait):
-			pop.set("", wait.msg)
+		case err == nil:
+			pop.set("", waiting)
 		case errors.Is(err, errPeer) && (failures+1 < maxPeerFailures || !cur.Spec.Source.FromVolume()):
 			failures++
 			lastErr = err
@@ -123,47 +116,52 @@ func (r *Reconciler) fill(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *p
 // errPeer marks a failed copy from a peer.
 var errPeer = errors.New("copy from a peer")
 
-func (r *Reconciler) fillOnce(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *population, failures int) (int64, error) {
+// fillOnce makes the base from the first source that can serve it now, or
+// says why the population waits: for something another party does, not a
+// failure.
+func (r *Reconciler) fillOnce(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *population, failures int) (n int64, waiting string, err error) {
 	src := &gi.Spec.Source
 	if src.FromVolume() {
 		sv := gi.Status.SourceVolume
 		if sv == nil {
-			return 0, &errWait{"waiting for the controller to resolve the source volume"}
+			return 0, "waiting for the controller to resolve the source volume", nil
 		}
 		if sv.NodeName == r.NodeName {
 			pop.set(thinlvmv1.BaseFromVolume, "")
-			return r.fromVolume(ctx, gi, sv)
+			n, err := r.fromVolume(ctx, gi, sv)
+			return n, "", err
 		}
 		if r.Copier == nil {
-			return 0, fmt.Errorf("%w: the image is taken from a volume on node %s, and this node copies no bases from other nodes (--golden-peers=false, or no transfer endpoint)", errPermanent, sv.NodeName)
+			return 0, "", fmt.Errorf("%w: the image is taken from a volume on node %s, and this node copies no bases from other nodes (--golden-peers=false, or no transfer endpoint)", errPermanent, sv.NodeName)
 		}
 	}
 	if r.Copier != nil && (failures < maxPeerFailures || src.FromVolume()) {
-		n, err := r.fromPeers(ctx, gi, pop)
-		var wait *errWait
-		if !errors.As(err, &wait) {
-			return n, err
+		n, waiting, err := r.fromPeers(ctx, gi, pop)
+		if err != nil || waiting == "" {
+			return n, "", err
 		}
 		if src.FromVolume() || len(gi.Status.Nodes) > 0 {
-			return 0, err // holders exist, all busy; or only peers can serve
+			return 0, waiting, nil // holders exist, all busy; or only peers can serve
 		}
 		holder, err := r.takeLease(ctx, gi)
-		if err != nil {
-			return 0, err
-		}
-		if holder != r.NodeName {
-			return 0, &errWait{fmt.Sprintf("waiting for node %s, which downloads the image from its origin", holder)}
+		switch {
+		case err != nil:
+			return 0, "", err
+		case holder == "":
+			return 0, "waiting: another node took the image's origin Lease", nil
+		case holder != r.NodeName:
+			return 0, fmt.Sprintf("waiting for node %s, which downloads the image from its origin", holder), nil
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go r.renewLease(ctx, gi)
 	}
 	pop.set(thinlvmv1.BaseFromOrigin, "")
-	n, err := r.fromOrigin(ctx, gi, pop)
+	n, err = r.fromOrigin(ctx, gi, pop)
 	if err != nil && r.Copier != nil {
 		r.dropLease(ctx, gi) // another node may try at once
 	}
-	return n, err
+	return n, "", err
 }
 
 // fromOrigin downloads the image into a new base.
@@ -212,10 +210,10 @@ func (r *Reconciler) fromVolume(ctx context.Context, gi *thinlvmv1.GoldenImage, 
 	return int64(vol.GetSizeBytes()), r.seal(ctx, vol, thinlvmv1.BaseFromVolume, "")
 }
 
-// fromPeers copies the base from a node that holds it Ready. It returns
-// an errWait when no node holds it or all that do are busy, and errPeer
-// when the copy failed.
-func (r *Reconciler) fromPeers(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *population) (int64, error) {
+// fromPeers copies the base from a node that holds it Ready. It says why
+// it waits when no node holds it or all that do are busy, and fails with
+// errPeer when the copy failed.
+func (r *Reconciler) fromPeers(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *population) (n int64, waiting string, err error) {
 	var peers []string
 	for _, n := range gi.Status.Nodes {
 		if n != r.NodeName {
@@ -223,7 +221,7 @@ func (r *Reconciler) fromPeers(ctx context.Context, gi *thinlvmv1.GoldenImage, p
 		}
 	}
 	if len(peers) == 0 {
-		return 0, &errWait{"waiting for a node that holds the base"}
+		return 0, "waiting for a node that holds the base", nil
 	}
 	rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 	for _, peer := range peers {
@@ -232,16 +230,16 @@ func (r *Reconciler) fromPeers(ctx context.Context, gi *thinlvmv1.GoldenImage, p
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("%w: %w", errPeer, err)
+			return 0, "", fmt.Errorf("%w: %w", errPeer, err)
 		}
 		pop.set(peer, "")
 		n, err := r.copyFrom(ctx, gi, pop, sess, open.GetSizeBytes(), open.GetContentSha256(), peer)
 		if cerr := sess.Close(context.WithoutCancel(ctx)); cerr != nil {
 			log.FromContext(ctx).Info("closing the copy failed; the peer's sweep removes its snapshot", "peer", peer, "error", cerr.Error())
 		}
-		return n, err
+		return n, "", err
 	}
-	return 0, &errWait{fmt.Sprintf("waiting: the %d nodes that hold the base send as many copies as they may", len(peers))}
+	return 0, fmt.Sprintf("waiting: the %d nodes that hold the base send as many copies as they may", len(peers)), nil
 }
 
 func (r *Reconciler) copyFrom(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *population, sess *transfer.Session, size uint64, sum, peer string) (int64, error) {
@@ -393,7 +391,8 @@ func (r *Reconciler) leaseDuration() time.Duration {
 func leaseName(gi *thinlvmv1.GoldenImage) string { return "thinlvm-origin-" + string(gi.UID) }
 
 // takeLease takes the image's origin Lease when it is free, expired, or
-// this node's, and returns its holder.
+// this node's, and returns its holder: "" when another node took it
+// between the read and the write.
 func (r *Reconciler) takeLease(ctx context.Context, gi *thinlvmv1.GoldenImage) (string, error) {
 	now := metav1.NewMicroTime(time.Now())
 	secs := int32(r.leaseDuration() / time.Second)
@@ -408,7 +407,7 @@ func (r *Reconciler) takeLease(ctx context.Context, gi *thinlvmv1.GoldenImage) (
 		}
 		if err := r.Client.Create(ctx, l); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				return "", &errWait{"waiting: another node took the image's origin Lease"}
+				return "", nil
 			}
 			return "", fmt.Errorf("create Lease %s/%s: %w", r.Namespace, l.Name, err)
 		}
@@ -425,7 +424,7 @@ func (r *Reconciler) takeLease(ctx context.Context, gi *thinlvmv1.GoldenImage) (
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = ptr.To(r.NodeName), ptr.To(secs), &now, &now
 	if err := r.Client.Update(ctx, l); err != nil {
 		if apierrors.IsConflict(err) {
-			return "", &errWait{"waiting: another node took the image's origin Lease"}
+			return "", nil
 		}
 		return "", fmt.Errorf("take Lease %s/%s: %w", r.Namespace, l.Name, err)
 	}

@@ -21,14 +21,12 @@ import (
 	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
 )
 
-// copying is the state of a LogicalVolume whose data is being copied from
-// its source's node: not Ready, not Failed.
-type copying struct{ st thinlvmv1.TransferStatus }
-
-func (c *copying) Error() string {
-	msg := fmt.Sprintf("copying the data of the source from node %s", c.st.SourceNode)
-	if c.st.BytesTotal > 0 {
-		msg += fmt.Sprintf(": %d of %d bytes (%d%%)", c.st.BytesDone, c.st.BytesTotal, c.st.BytesDone*100/c.st.BytesTotal)
+// copyingMessage is the Ready condition's message of a LogicalVolume whose
+// data is being copied from its source's node: not Ready, not Failed.
+func copyingMessage(st *thinlvmv1.TransferStatus) string {
+	msg := fmt.Sprintf("copying the data of the source from node %s", st.SourceNode)
+	if st.BytesTotal > 0 {
+		msg += fmt.Sprintf(": %d of %d bytes (%d%%)", st.BytesDone, st.BytesTotal, st.BytesDone*100/st.BytesTotal)
 	}
 	return msg
 }
@@ -118,50 +116,50 @@ func incomplete(vol *pb.LogicalVolume) bool {
 
 // copyFrom makes lv's LV as a copy of from, a LogicalVolume of another
 // node. The copy runs in the background: copyFrom starts it and reports
-// *copying until it ended; then it returns the LV, or the copy's failure
+// its progress (outcome.copying) until it ended; then it returns the LV, or the copy's failure
 // (TransferFailed) after which the next reconcile starts over. An
 // incomplete LV found with no copy running (this agent restarted in the
 // middle of one) is removed first: a copy starts over from its start.
-func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.LogicalVolume, found *pb.LogicalVolume) (*pb.LogicalVolume, error) {
+func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.LogicalVolume, found *pb.LogicalVolume) (outcome, error) {
 	name := thinlvmv1.LVName(lv)
 	if j := r.copies.get(lv.Name); j != nil {
 		select {
 		case <-j.done:
 		default:
-			return nil, &copying{j.status()}
+			return outcome{copying: new(j.status())}, nil
 		}
 		r.copies.forget(lv.Name)
 		old := lv.DeepCopy()
 		lv.Status.Transfer = new(j.status())
 		if err := r.patchStatus(ctx, old, lv); err != nil {
-			return nil, err
+			return outcome{}, err
 		}
 		if j.err != nil {
-			return nil, refuse(thinlvmv1.ReasonTransferFailed, "copy from node %s: %v", j.st.SourceNode, j.err)
+			return outcome{}, refuse(thinlvmv1.ReasonTransferFailed, "copy from node %s: %v", j.st.SourceNode, j.err)
 		}
 		got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass})
 		if err != nil {
-			return nil, err
+			return outcome{}, err
 		}
 		if incomplete(got.GetVolume()) { // never Ready while marked
-			return nil, fmt.Errorf("LV %s is still marked %s after its copy", name, thinlvmv1.IncompleteTag)
+			return outcome{}, fmt.Errorf("LV %s is still marked %s after its copy", name, thinlvmv1.IncompleteTag)
 		}
-		return got.GetVolume(), nil
+		return outcome{vol: got.GetVolume()}, nil
 	}
 	if found != nil && !incomplete(found) {
-		return found, nil
+		return outcome{vol: found}, nil
 	}
 	from, err := r.remoteSource(ctx, lv)
 	if err != nil {
-		return nil, err
+		return outcome{}, err
 	}
 	if r.Copier == nil {
-		return nil, refuse(thinlvmv1.ReasonUnsupported, "source LogicalVolume %s is on node %s and this agent copies from no other node (no transfer endpoint configured)", from.Name, from.Spec.NodeName)
+		return outcome{}, refuse(thinlvmv1.ReasonUnsupported, "source LogicalVolume %s is on node %s and this agent copies from no other node (no transfer endpoint configured)", from.Name, from.Spec.NodeName)
 	}
 	if found != nil {
 		log.FromContext(ctx).Info("removing the LV of an interrupted copy", "lv", name)
 		if _, err := r.LVMD.RemoveLV(ctx, &pb.RemoveLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass}); err != nil {
-			return nil, err
+			return outcome{}, err
 		}
 	}
 	attempts := int32(1)
@@ -184,7 +182,7 @@ func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.Lo
 		}
 		r.wake(target.Name)
 	}()
-	return nil, &copying{j.status()}
+	return outcome{copying: new(j.status())}, nil
 }
 
 // runCopy is a copy job: it opens the copy on the source's node, makes the

@@ -183,34 +183,40 @@ func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 
-	vol, err := r.ensure(ctx, lv)
-	var wait *waitingForBase
-	if errors.As(err, &wait) {
-		// The LVMNode's next report of its bases wakes it (waitingForBase);
-		// the requeue is a safety net only.
-		return ctrl.Result{RequeueAfter: r.retryAfter()}, r.setWaiting(ctx, lv, wait.Error())
-	}
-	var cp *copying
-	if errors.As(err, &cp) {
-		return ctrl.Result{RequeueAfter: r.copyPoll()}, r.setCopying(ctx, lv, cp)
-	}
+	out, err := r.ensure(ctx, lv)
 	if err != nil {
 		reason := reasonOf(err)
 		logger.Info("logical volume failed", "lv", thinlvmv1.LVName(lv), "reason", reason, "error", status.Convert(err).Message())
 		if serr := r.setStatus(ctx, lv, nil, err); serr != nil {
 			return ctrl.Result{}, errors.Join(err, serr)
 		}
-		switch reason {
-		case thinlvmv1.ReasonInvalidSpec, thinlvmv1.ReasonConflict, thinlvmv1.ReasonSizeOutOfRange,
-			thinlvmv1.ReasonSourceMismatch, thinlvmv1.ReasonForeignLV, thinlvmv1.ReasonUnsupported:
+		switch _, retry := thinlvmv1.Failure(reason); retry {
+		case thinlvmv1.RetryOnSpecChange:
 			// The spec must change first: the update will requeue it.
 			return ctrl.Result{}, nil
-		case thinlvmv1.ReasonNoSpace, thinlvmv1.ReasonSourceNotFound, thinlvmv1.ReasonTransferFailed:
+		case thinlvmv1.RetryAfterDelay:
 			return ctrl.Result{RequeueAfter: r.retryAfter()}, nil
 		}
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.setStatus(ctx, lv, vol, nil)
+	switch {
+	case out.waiting != "":
+		// The LVMNode's next report of its bases wakes it (waitingForBase);
+		// the requeue is a safety net only.
+		return ctrl.Result{RequeueAfter: r.retryAfter()}, r.setWaiting(ctx, lv, out.waiting)
+	case out.copying != nil:
+		return ctrl.Result{RequeueAfter: r.copyPoll()}, r.setCopying(ctx, lv, out.copying)
+	}
+	return ctrl.Result{}, r.setStatus(ctx, lv, out.vol, nil)
+}
+
+// outcome is where ensure left a LogicalVolume that did not fail: made
+// (vol), waiting for its golden base (waiting says why), or being copied
+// from another node (copying, the copy's progress). A failure is an error.
+type outcome struct {
+	vol     *pb.LogicalVolume
+	waiting string
+	copying *thinlvmv1.TransferStatus
 }
 
 func (r *LogicalVolumeReconciler) retryAfter() time.Duration {
@@ -222,7 +228,7 @@ func (r *LogicalVolumeReconciler) retryAfter() time.Duration {
 
 // ensure makes the LV exist with the spec's size; lvmd's calls are
 // idempotent, so ensure is too.
-func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.LogicalVolume) (*pb.LogicalVolume, error) {
+func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.LogicalVolume) (outcome, error) {
 	name := thinlvmv1.LVName(lv)
 	size := uint64(lv.Spec.Size.Value())
 	tags := []string{OwnerTagPrefix + lv.Name}
@@ -234,70 +240,84 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.Logi
 		if !ownedBy(vol, lv) {
 			// Two LogicalVolumes whose names derive to one LV name
 			// ("snapshot-x" and "tl-snapshot-x"): the first keeps it.
-			return nil, refuse(thinlvmv1.ReasonConflict, "LV %s belongs to another LogicalVolume (tags %v)", name, vol.GetTags())
+			return outcome{}, refuse(thinlvmv1.ReasonConflict, "LV %s belongs to another LogicalVolume (tags %v)", name, vol.GetTags())
 		}
 		if incomplete(vol) || r.copies.get(lv.Name) != nil {
 			// A copy from another node made it: running, ended, or
 			// interrupted by a restart of this agent.
-			if vol, err = r.copyFrom(ctx, lv, vol); err != nil {
-				return nil, err
+			out, err := r.copyFrom(ctx, lv, vol)
+			if err != nil || out.vol == nil {
+				return out, err
 			}
+			vol = out.vol
 		}
 	case status.Code(err) != codes.NotFound:
-		return nil, err
+		return outcome{}, err
 	case lv.Spec.Source == nil:
 		resp, err := r.LVMD.CreateLV(ctx, &pb.CreateLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass, SizeBytes: size, Tags: tags})
 		if err != nil {
-			return nil, err
+			return outcome{}, err
 		}
 		vol = resp.GetVolume()
 	default:
-		source, err := r.sourceLV(ctx, lv)
-		var remote *onOtherNode
-		if errors.As(err, &remote) {
-			if vol, err = r.copyFrom(ctx, lv, nil); err != nil {
-				return nil, err
+		src, err := r.sourceLV(ctx, lv)
+		switch {
+		case err != nil:
+			return outcome{}, err
+		case src.waiting != "":
+			return outcome{waiting: src.waiting}, nil
+		case src.remote != nil:
+			out, err := r.copyFrom(ctx, lv, nil)
+			if err != nil || out.vol == nil {
+				return out, err
 			}
-			break
+			vol = out.vol
+		default:
+			resp, err := r.LVMD.CreateSnapshot(ctx, &pb.CreateSnapshotRequest{Name: name, DeviceClass: lv.Spec.DeviceClass,
+				SourceName: src.lv, SizeBytes: size, ReadOnly: lv.Spec.AccessType == thinlvmv1.AccessReadOnly, Tags: tags})
+			if err != nil {
+				return outcome{}, err
+			}
+			vol = resp.GetVolume()
 		}
-		if err != nil {
-			return nil, err
-		}
-		resp, err := r.LVMD.CreateSnapshot(ctx, &pb.CreateSnapshotRequest{Name: name, DeviceClass: lv.Spec.DeviceClass,
-			SourceName: source, SizeBytes: size, ReadOnly: lv.Spec.AccessType == thinlvmv1.AccessReadOnly, Tags: tags})
-		if err != nil {
-			return nil, err
-		}
-		vol = resp.GetVolume()
 	}
 	if vol.GetSizeBytes() < size {
 		resp, err := r.LVMD.ResizeLV(ctx, &pb.ResizeLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass, SizeBytes: size})
 		if err != nil {
-			return nil, err
+			return outcome{}, err
 		}
 		vol = resp.GetVolume()
 	}
-	return vol, nil
+	return outcome{vol: vol}, nil
 }
 
-// refusal is the reconciler's own verdict on a LogicalVolume, with the
+// refusalError is the reconciler's own verdict on a LogicalVolume, with the
 // condition reason it reports; lvmd's errors carry a gRPC code instead,
 // which reasonOf maps.
-type refusal struct{ reason, msg string }
+type refusalError struct{ reason, msg string }
 
-func (e *refusal) Error() string { return e.msg }
+func (e *refusalError) Error() string { return e.msg }
 
 func refuse(reason, format string, args ...any) error {
-	return &refusal{reason: reason, msg: fmt.Sprintf(format, args...)}
+	return &refusalError{reason: reason, msg: fmt.Sprintf(format, args...)}
 }
 
 // reasonOf is the Failed condition's reason for an error of ensure: the
 // reconciler's own refusal's, else the one for lvmd's gRPC code. It is the
 // node agent's only mapping from codes to reasons.
 func reasonOf(err error) string {
-	var r *refusal
+	var r *refusalError
 	if errors.As(err, &r) {
 		return r.reason
+	}
+	// lvmd's reason, where one code covers several refusals.
+	switch pb.ReasonOf(err) {
+	case pb.ErrorReason_ERROR_REASON_NOT_MANAGED:
+		return thinlvmv1.ReasonForeignLV
+	case pb.ErrorReason_ERROR_REASON_DEVICE_CLASS_UNAVAILABLE:
+		return thinlvmv1.ReasonDeviceClassUnavailable
+	case pb.ErrorReason_ERROR_REASON_POOL_NOT_ACTIVE, pb.ErrorReason_ERROR_REASON_METADATA_SNAPSHOT_HELD:
+		return thinlvmv1.ReasonLVMFailed
 	}
 	switch status.Code(err) {
 	case codes.ResourceExhausted:
@@ -314,6 +334,8 @@ func reasonOf(err error) string {
 	case codes.AlreadyExists:
 		return thinlvmv1.ReasonConflict
 	case codes.FailedPrecondition:
+		// An lvmd without reasons: its only FailedPrecondition on this
+		// path was a foreign LV.
 		return thinlvmv1.ReasonForeignLV
 	case codes.Unimplemented:
 		return thinlvmv1.ReasonUnsupported
@@ -325,74 +347,78 @@ func reasonOf(err error) string {
 	return thinlvmv1.ReasonLVMFailed
 }
 
-// waitingForBase is the state of a LogicalVolume whose golden base is not
-// on the node yet: the golden reconciler is making it.
-type waitingForBase struct{ msg string }
-
-func (w *waitingForBase) Error() string { return w.msg }
-
-// baseLV resolves a GoldenImage source to its sealed base on this node.
-func (r *LogicalVolumeReconciler) baseLV(ctx context.Context, lv *thinlvmv1.LogicalVolume) (*pb.LogicalVolume, error) {
+// baseLV resolves a GoldenImage source to its sealed base on this node, or
+// says why the volume waits for it: the golden reconciler is making it.
+func (r *LogicalVolumeReconciler) baseLV(ctx context.Context, lv *thinlvmv1.LogicalVolume) (base *pb.LogicalVolume, waiting string, err error) {
 	name := lv.Spec.Source.Name
 	gi := &thinlvmv1.GoldenImage{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, gi); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, refuse(thinlvmv1.ReasonSourceNotFound, "GoldenImage %s not found", name)
+			return nil, "", refuse(thinlvmv1.ReasonSourceNotFound, "GoldenImage %s not found", name)
 		}
-		return nil, err
+		return nil, "", err
 	}
 	if gi.Spec.DeviceClass != lv.Spec.DeviceClass {
-		return nil, refuse(thinlvmv1.ReasonSourceMismatch, "GoldenImage %s is in device class %q, not %q", name, gi.Spec.DeviceClass, lv.Spec.DeviceClass)
+		return nil, "", refuse(thinlvmv1.ReasonSourceMismatch, "GoldenImage %s is in device class %q, not %q", name, gi.Spec.DeviceClass, lv.Spec.DeviceClass)
 	}
 	resp, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: thinlvmv1.BaseLVName(gi), DeviceClass: lv.Spec.DeviceClass})
 	if err == nil && resp.GetVolume().GetReadOnly() {
-		return resp.GetVolume(), nil
+		return resp.GetVolume(), "", nil
 	}
 	if err != nil && status.Code(err) != codes.NotFound {
-		return nil, err
+		return nil, "", err
 	}
 	ln := &thinlvmv1.LVMNode{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, ln); err == nil {
 		switch b := ln.Status.Base(gi); {
 		case b == nil:
 		case b.State == thinlvmv1.GoldenBaseFailed:
-			return nil, refuse(thinlvmv1.ReasonBaseFailed, "golden base of %s failed on node %s: %s", name, r.NodeName, b.Message)
+			return nil, "", refuse(thinlvmv1.ReasonBaseFailed, "golden base of %s failed on node %s: %s", name, r.NodeName, b.Message)
 		case b.State == thinlvmv1.GoldenBasePopulating:
 			// The progress is in the LVMNode and the GoldenImage: copied
 			// into every waiting volume it would cost a write per volume
 			// per progress report.
-			return nil, &waitingForBase{fmt.Sprintf("waiting for the golden base of %s: populating on node %s (progress in LVMNode %s)", name, r.NodeName, r.NodeName)}
+			return nil, fmt.Sprintf("waiting for the golden base of %s: populating on node %s (progress in LVMNode %s)", name, r.NodeName, r.NodeName), nil
 		}
 	}
-	return nil, &waitingForBase{fmt.Sprintf("waiting for the golden base of %s to be made on node %s", name, r.NodeName)}
+	return nil, fmt.Sprintf("waiting for the golden base of %s to be made on node %s", name, r.NodeName), nil
 }
 
-// sourceLV resolves a source to its LV on this node.
-func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.LogicalVolume) (string, error) {
+// foundSource is what sourceLV found a volume's source to be: an LV on this
+// node (lv), a LogicalVolume on another node whose data is copied from
+// there (remote), or a golden base not made yet (waiting says why).
+type foundSource struct {
+	lv      string
+	remote  *thinlvmv1.LogicalVolume
+	waiting string
+}
+
+// sourceLV resolves a volume's source.
+func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.LogicalVolume) (foundSource, error) {
 	src := lv.Spec.Source
 	switch src.Kind {
 	case thinlvmv1.SourceVolume, thinlvmv1.SourceSnapshot:
 	case thinlvmv1.SourceGoldenImage:
-		base, err := r.baseLV(ctx, lv)
-		if err != nil {
-			return "", err
+		base, waiting, err := r.baseLV(ctx, lv)
+		if err != nil || waiting != "" {
+			return foundSource{waiting: waiting}, err
 		}
-		return base.GetName(), nil
+		return foundSource{lv: base.GetName()}, nil
 	default:
-		return "", refuse(thinlvmv1.ReasonUnsupported, "source kind %s is not supported by this node agent", src.Kind)
+		return foundSource{}, refuse(thinlvmv1.ReasonUnsupported, "source kind %s is not supported by this node agent", src.Kind)
 	}
 	from := &thinlvmv1.LogicalVolume{}
 	if err := r.getLV(ctx, src.Name, from); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", refuse(thinlvmv1.ReasonSourceNotFound, "source LogicalVolume %s not found", src.Name)
+			return foundSource{}, refuse(thinlvmv1.ReasonSourceNotFound, "source LogicalVolume %s not found", src.Name)
 		}
-		return "", err
+		return foundSource{}, err
 	}
 	if from.Spec.DeviceClass != lv.Spec.DeviceClass {
-		return "", refuse(thinlvmv1.ReasonSourceMismatch, "source LogicalVolume %s is in device class %q, not %q", src.Name, from.Spec.DeviceClass, lv.Spec.DeviceClass)
+		return foundSource{}, refuse(thinlvmv1.ReasonSourceMismatch, "source LogicalVolume %s is in device class %q, not %q", src.Name, from.Spec.DeviceClass, lv.Spec.DeviceClass)
 	}
 	if from.Spec.NodeName != lv.Spec.NodeName {
-		return "", &onOtherNode{from}
+		return foundSource{remote: from}, nil
 	}
 	// The source LV is found by the source object's identity (its name
 	// and the owner tag its agent put on the LV), never by a status field
@@ -400,15 +426,15 @@ func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.Lo
 	name := thinlvmv1.LVName(from)
 	got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: name, DeviceClass: from.Spec.DeviceClass})
 	if status.Code(err) == codes.NotFound {
-		return "", refuse(thinlvmv1.ReasonSourceNotFound, "source LogicalVolume %s is not made yet", src.Name)
+		return foundSource{}, refuse(thinlvmv1.ReasonSourceNotFound, "source LogicalVolume %s is not made yet", src.Name)
 	}
 	if err != nil {
-		return "", err
+		return foundSource{}, err
 	}
 	if !ownedBy(got.GetVolume(), from) {
-		return "", refuse(thinlvmv1.ReasonSourceMismatch, "LV %s is not the LV of source LogicalVolume %s (tags %v)", name, src.Name, got.GetVolume().GetTags())
+		return foundSource{}, refuse(thinlvmv1.ReasonSourceMismatch, "LV %s is not the LV of source LogicalVolume %s (tags %v)", name, src.Name, got.GetVolume().GetTags())
 	}
-	return name, nil
+	return foundSource{lv: name}, nil
 }
 
 // getLV reads the LogicalVolume name: from the cache, which holds only this
@@ -421,26 +447,17 @@ func (r *LogicalVolumeReconciler) getLV(ctx context.Context, name string, lv *th
 	return err
 }
 
-// onOtherNode is sourceLV's answer for a source on another node: the
-// volume is made by copying its data from there (copyFrom).
-type onOtherNode struct{ from *thinlvmv1.LogicalVolume }
-
-func (e *onOtherNode) Error() string {
-	return fmt.Sprintf("source LogicalVolume %s is on node %s", e.from.Name, e.from.Spec.NodeName)
-}
-
 // remoteSource is the source LogicalVolume on another node that lv's LV is
 // being copied from.
 func (r *LogicalVolumeReconciler) remoteSource(ctx context.Context, lv *thinlvmv1.LogicalVolume) (*thinlvmv1.LogicalVolume, error) {
-	_, err := r.sourceLV(ctx, lv)
-	var remote *onOtherNode
-	if errors.As(err, &remote) {
-		return remote.from, nil
+	src, err := r.sourceLV(ctx, lv)
+	if err != nil {
+		return nil, err
 	}
-	if err == nil {
-		err = refuse(thinlvmv1.ReasonConflict, "LV %s is marked %q but its source is on this node", thinlvmv1.LVName(lv), thinlvmv1.IncompleteTag)
+	if src.remote == nil {
+		return nil, refuse(thinlvmv1.ReasonConflict, "LV %s is marked %q but its source is not on another node", thinlvmv1.LVName(lv), thinlvmv1.IncompleteTag)
 	}
-	return nil, err
+	return src.remote, nil
 }
 
 // ownedBy tells whether vol is the LV of lv: its agent tags every LV it
@@ -480,13 +497,13 @@ func (r *LogicalVolumeReconciler) setStatus(ctx context.Context, lv *thinlvmv1.L
 
 // setCopying reports a LogicalVolume whose data is being copied from its
 // source's node: not Ready, not Failed, with the copy's progress.
-func (r *LogicalVolumeReconciler) setCopying(ctx context.Context, lv *thinlvmv1.LogicalVolume, cp *copying) error {
+func (r *LogicalVolumeReconciler) setCopying(ctx context.Context, lv *thinlvmv1.LogicalVolume, transfer *thinlvmv1.TransferStatus) error {
 	old := lv.DeepCopy()
 	st := &lv.Status
 	st.ObservedGeneration = lv.Generation
-	st.Transfer = cp.st.DeepCopy()
+	st.Transfer = transfer.DeepCopy()
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionReady, Status: metav1.ConditionFalse,
-		Reason: thinlvmv1.ReasonCopying, Message: cp.Error(), ObservedGeneration: lv.Generation})
+		Reason: thinlvmv1.ReasonCopying, Message: copyingMessage(transfer), ObservedGeneration: lv.Generation})
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: thinlvmv1.ConditionFailed, Status: metav1.ConditionFalse,
 		Reason: thinlvmv1.ReasonCopying, ObservedGeneration: lv.Generation})
 	return r.patchStatus(ctx, old, lv)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 )
 
 // Every outcome of ensure gets one of the API's reasons: the reconciler's
@@ -25,7 +26,11 @@ func TestReasonOf(t *testing.T) {
 		{"unknown device class", status.Error(codes.InvalidArgument, "device class nvme"), thinlvmv1.ReasonInvalidSpec},
 		{"shrink", status.Error(codes.OutOfRange, "shrink"), thinlvmv1.ReasonSizeOutOfRange},
 		{"other size or source", status.Error(codes.AlreadyExists, "lv exists"), thinlvmv1.ReasonConflict},
-		{"LV not thinlvm's", status.Error(codes.FailedPrecondition, "without the thinlvm tag"), thinlvmv1.ReasonForeignLV},
+		{"LV not thinlvm's", lvmdError(codes.FailedPrecondition, "without the thinlvm tag", pb.ErrorReason_ERROR_REASON_NOT_MANAGED), thinlvmv1.ReasonForeignLV},
+		{"LV not thinlvm's, older lvmd", status.Error(codes.FailedPrecondition, "without the thinlvm tag"), thinlvmv1.ReasonForeignLV},
+		{"VG missing", lvmdError(codes.FailedPrecondition, "device class unavailable", pb.ErrorReason_ERROR_REASON_DEVICE_CLASS_UNAVAILABLE), thinlvmv1.ReasonDeviceClassUnavailable},
+		{"pool not active", lvmdError(codes.FailedPrecondition, "not active", pb.ErrorReason_ERROR_REASON_POOL_NOT_ACTIVE), thinlvmv1.ReasonLVMFailed},
+		{"wrapped lvmd reason", fmt.Errorf("create: %w", lvmdError(codes.FailedPrecondition, "device class unavailable", pb.ErrorReason_ERROR_REASON_DEVICE_CLASS_UNAVAILABLE)), thinlvmv1.ReasonDeviceClassUnavailable},
 		{"older lvmd", status.Error(codes.Unimplemented, "method ChangeLV"), thinlvmv1.ReasonUnsupported},
 		{"lvmd down", status.Error(codes.Unavailable, "connection refused"), thinlvmv1.ReasonLVMDUnavailable},
 		{"lvm timed out", status.Error(codes.DeadlineExceeded, "lvcreate"), thinlvmv1.ReasonLVMTimeout},
@@ -43,4 +48,9 @@ func TestReasonOf(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lvmdError is a refusal as lvmd makes it: a code and its reason.
+func lvmdError(code codes.Code, msg string, reason pb.ErrorReason) error {
+	return pb.Status(status.New(code, msg), reason).Err()
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/internal/kubestatus"
 	lvmdpb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/directio"
 	"github.com/thinlvm/thinlvm/node/lvmd"
@@ -106,7 +107,7 @@ func (s *Server) authorize(ctx context.Context, target string, base *pb.BaseRef)
 			if apierrors.IsNotFound(err) {
 				return nil, status.Errorf(codes.NotFound, "GoldenImage %s not found", base.GetGoldenImage())
 			}
-			return nil, status.Errorf(codes.Unavailable, "get GoldenImage %s: %v", base.GetGoldenImage(), err)
+			return nil, kubestatus.Errorf(err, "get GoldenImage %s", base.GetGoldenImage())
 		}
 		if string(gi.UID) != base.GetUid() || !gi.DeletionTimestamp.IsZero() {
 			return nil, status.Errorf(codes.NotFound, "GoldenImage %s of uid %s not found", base.GetGoldenImage(), base.GetUid())
@@ -118,7 +119,7 @@ func (s *Server) authorize(ctx context.Context, target string, base *pb.BaseRef)
 		if apierrors.IsNotFound(err) {
 			return nil, status.Errorf(codes.NotFound, "LogicalVolume %s not found", target)
 		}
-		return nil, status.Errorf(codes.Unavailable, "get LogicalVolume %s: %v", target, err)
+		return nil, kubestatus.Errorf(err, "get LogicalVolume %s", target)
 	}
 	if g.target.Spec.NodeName != caller {
 		return nil, status.Errorf(codes.PermissionDenied, "LogicalVolume %s is made on node %s, not on the caller's node %s", target, g.target.Spec.NodeName, caller)
@@ -132,7 +133,7 @@ func (s *Server) authorize(ctx context.Context, target string, base *pb.BaseRef)
 		if apierrors.IsNotFound(err) {
 			return nil, status.Errorf(codes.NotFound, "source LogicalVolume %s not found", src.Name)
 		}
-		return nil, status.Errorf(codes.Unavailable, "get LogicalVolume %s: %v", src.Name, err)
+		return nil, kubestatus.Errorf(err, "get LogicalVolume %s", src.Name)
 	}
 	if g.source.Spec.NodeName != s.NodeName {
 		return nil, status.Errorf(codes.PermissionDenied, "source LogicalVolume %s is on node %s, not on %s", src.Name, g.source.Spec.NodeName, s.NodeName)
@@ -201,7 +202,7 @@ func (s *Server) snapshot(ctx context.Context, g *grant, create bool) (*lvmdpb.L
 func (s *Server) contentSHA256(ctx context.Context, image *thinlvmv1.GoldenImage) (string, error) {
 	ln := &thinlvmv1.LVMNode{}
 	if err := s.Reader.Get(ctx, types.NamespacedName{Name: s.NodeName}, ln); err != nil {
-		return "", status.Errorf(codes.Unavailable, "get LVMNode %s: %v", s.NodeName, err)
+		return "", kubestatus.Errorf(err, "get LVMNode %s", s.NodeName)
 	}
 	for _, b := range ln.Status.GoldenBases {
 		if b.Name == image.Name && b.LV == thinlvmv1.BaseLVName(image) && b.State == thinlvmv1.GoldenBaseReady && b.ContentSHA256 != "" {
@@ -245,7 +246,7 @@ func (s *Server) base(ctx context.Context, vol *lvmdpb.LogicalVolume) (*lvmdpb.L
 				if apierrors.IsNotFound(err) {
 					return nil, nil, nil
 				}
-				return nil, nil, status.Errorf(codes.Unavailable, "get GoldenImage %s: %v", name, err)
+				return nil, nil, kubestatus.Errorf(err, "get GoldenImage %s", name)
 			}
 			if thinlvmv1.BaseLVName(gi) != cur.GetName() {
 				return nil, nil, nil // the GoldenImage was made again: another base
