@@ -38,3 +38,42 @@ func TestImageDataSource(t *testing.T) {
 		})
 	}
 }
+
+// The controller and the scheduler plugin choose a claim's GoldenImage by
+// this one function.
+func TestGoldenImageOf(t *testing.T) {
+	group, other := thinlvmv1.GroupVersion.Group, "tenant"
+	claim := func(kind, name string, ns *string, annotations map[string]string) *corev1.PersistentVolumeClaim {
+		pvc := &corev1.PersistentVolumeClaim{}
+		pvc.Annotations = annotations
+		if kind != "" {
+			pvc.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &group, Kind: kind, Name: name, Namespace: ns}
+		}
+		return pvc
+	}
+	image := map[string]string{thinlvmv1.GoldenImageParameter: "debian"}
+	channel := map[string]string{thinlvmv1.GoldenImageChannelParameter: "stable"}
+	for _, tt := range []struct {
+		name          string
+		pvc           *corev1.PersistentVolumeClaim
+		params        map[string]string
+		image, chName string
+	}{
+		{"none", nil, nil, "", ""},
+		{"class image", nil, image, "debian", ""},
+		{"class channel", nil, channel, "", "stable"},
+		{"claim without a source: the class's", claim("", "", nil, nil), image, "debian", ""},
+		{"claim's GoldenImage over the class's", claim(thinlvmv1.KindGoldenImage, "ubuntu", nil, nil), image, "ubuntu", ""},
+		{"claim's channel, not resolved yet", claim(thinlvmv1.KindGoldenImageChannel, "lts", nil, nil), image, "", "lts"},
+		{"claim's channel, resolved by the populator", claim(thinlvmv1.KindGoldenImageChannel, "lts", nil, map[string]string{thinlvmv1.GoldenImageAnnotation: "ubuntu-24"}), channel, "ubuntu-24", ""},
+		{"namespaced ref: none, not the class's", claim(thinlvmv1.KindGoldenImage, "ubuntu", &other, nil), image, "", ""},
+		{"the prime claim's annotation is not read here", claim("", "", nil, map[string]string{thinlvmv1.PopulateGoldenImageAnnotation: "ubuntu"}), nil, "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			img, ch := thinlvmv1.GoldenImageOf(tt.pvc, tt.params)
+			if img != tt.image || ch != tt.chName {
+				t.Errorf("GoldenImageOf = %q, %q; want %q, %q", img, ch, tt.image, tt.chName)
+			}
+		})
+	}
+}

@@ -321,31 +321,11 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 }
 
 // goldenImageOf is the GoldenImage a claim's volume is made from, or whose
-// class a clone or restore takes, as the controller decides it; nil when
-// none, or when it does not exist (yet): no node holds its base.
-//
-//   - A claim whose dataSourceRef names a GoldenImage: it. One naming a
-//     GoldenImageChannel: the GoldenImage the populator resolved it to
-//     (annotation thinlvm.io/golden-image), or before it did, the one the
-//     channel points at now. A ref with a namespace is never populated.
-//   - Otherwise the class's golden-image parameter, or the GoldenImage its
-//     golden-image-channel parameter points at now.
+// class a clone or restore takes, as the controller decides it
+// (thinlvmv1.GoldenImageOf); nil when none, or when it does not exist
+// (yet): no node holds its base.
 func (p *Plugin) goldenImageOf(pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass) (*thinlvmv1.GoldenImage, error) {
-	name, channel := sc.Parameters[GoldenImageParameter], sc.Parameters[thinlvmv1.GoldenImageChannelParameter]
-	if ref := thinlvmv1.ImageDataSource(pvc); ref != nil {
-		if ref.Namespace != nil && *ref.Namespace != "" {
-			return nil, nil
-		}
-		name, channel = "", ""
-		switch {
-		case ref.Kind == thinlvmv1.KindGoldenImage:
-			name = ref.Name
-		case pvc.Annotations[thinlvmv1.GoldenImageAnnotation] != "":
-			name = pvc.Annotations[thinlvmv1.GoldenImageAnnotation]
-		default:
-			channel = ref.Name
-		}
-	}
+	name, channel := thinlvmv1.GoldenImageOf(pvc, sc.Parameters)
 	if name == "" && channel != "" {
 		ch, err := p.lister.GoldenImageChannel(channel)
 		if apierrors.IsNotFound(err) {
