@@ -1,6 +1,14 @@
 package plugin
 
 import (
+	"context"
+	"math"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/scheduler/apis/config"
 )
@@ -78,4 +86,99 @@ func normalize(scores []int64) {
 	for i := range scores {
 		scores[i] = scores[i] * maxScore / top
 	}
+}
+
+// PreScore skips Score for a pod with no thinlvm demand in this cycle.
+func (p *Plugin) PreScore(_ context.Context, state fwk.CycleState, _ *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	d, st := demandFrom(state)
+	if st != nil {
+		return st
+	}
+	if d == nil {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// Score weighs free space (spread or bin-pack, per device class weights)
+// and golden-base locality.
+func (p *Plugin) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	d, st := demandFrom(state)
+	if st != nil || d == nil {
+		return 0, st
+	}
+	node := ni.Node().Name
+	n, err := p.lister.Node(node)
+	if err != nil {
+		return 0, nil
+	}
+	var capSum, weightSum int64
+	for _, cd := range d.classes {
+		c := n.class(cd.class)
+		if c == nil {
+			continue
+		}
+		w, ok := p.args.DeviceClassWeights[c.name]
+		if !ok {
+			w = 1
+		}
+		capSum += w * capacityScore(p.args.CapacityStrategy, c.available-p.ledger.reserved(node, c.name).bytes, cd.bytes, c.capacity)
+		weightSum += w
+	}
+	var capScore int64
+	if weightSum > 0 {
+		capScore = capSum / weightSum
+	}
+	var locScore int64
+	for _, gi := range d.images {
+		locScore += localityScore(n.LVMNode.Status.BaseState(gi), d.holders[gi.Name], d.nodes)
+	}
+	parts := int64(len(d.images))
+	if d.sourceNode != "" {
+		locScore += copyScore(node == d.sourceNode, d.sourceBase != nil && n.LVMNode.Status.BaseState(d.sourceBase) == thinlvmv1.GoldenBaseReady)
+		parts++
+	}
+	if parts > 0 {
+		locScore /= parts
+	}
+	score := combine(capScore, locScore, p.args.CapacityWeight, p.args.LocalityWeight)
+	// klog.V first: FromContext walks the context for every node.
+	if klog.V(5).Enabled() {
+		klog.FromContext(ctx).V(5).Info("thinlvm score", "pod", klog.KObj(pod), "node", klog.KRef("", node), "capacity", capScore, "locality", locScore, "score", score)
+	}
+	return score, nil
+}
+
+// poolCapacity is the most a device class can ever hold: its pool times
+// the overprovision ratio, saturated at the largest int64.
+func poolCapacity(dc *thinlvmv1.DeviceClassStatus) int64 {
+	c := float64(dc.PoolSize.Value()) * ratio(dc.OverprovisionRatio)
+	if c >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(c)
+}
+
+func ratio(s string) float64 {
+	r, err := strconv.ParseFloat(s, 64)
+	if err != nil || r < 1 {
+		return 1
+	}
+	return r
+}
+
+// ScoreExtensions implements the framework's ScorePlugin.
+func (p *Plugin) ScoreExtensions() scoreExtensions { return p }
+
+// NormalizeScore scales the best node to the framework's maximum.
+func (p *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *corev1.Pod, scores nodeScoreList) *fwk.Status {
+	s := make([]int64, len(scores))
+	for i := range scores {
+		s[i] = scores[i].Score
+	}
+	normalize(s)
+	for i := range scores {
+		scores[i].Score = s[i]
+	}
+	return nil
 }
