@@ -39,6 +39,10 @@ const (
 	// storageSuiteNginx: the volumes suite's exec test runs /bin/sh -c in
 	// the nginx image and nothing of nginx; busybox's image under its name.
 	storageSuiteNginx = storageSuiteRegistry + "/nginx:1.27.0-2"
+	// storageSuiteGlibcDNS: the multivolume suite's concurrent-access pods
+	// run busybox's sh, dd, sha256sum and mkdir in the glibc-dns-testing
+	// image and nothing of its DNS tools; busybox's image under its name.
+	storageSuiteGlibcDNS = storageSuiteRegistry + "/glibc-dns-testing:2.1.1"
 	// storageSuitePause is the suite's pause image (gcRegistry).
 	storageSuitePause = "thinlvm.test/pause:3.10.2"
 )
@@ -70,7 +74,7 @@ func (c *Cluster) storageSuiteImages(ctx context.Context, pause v1.Image, applet
 	if err != nil {
 		return nil, err
 	}
-	return map[string]v1.Image{AgnhostImage: agn, storageSuiteBusybox: busybox, storageSuiteNginx: busybox, storageSuitePause: pause}, nil
+	return map[string]v1.Image{AgnhostImage: agn, storageSuiteBusybox: busybox, storageSuiteNginx: busybox, storageSuiteGlibcDNS: busybox, storageSuitePause: pause}, nil
 }
 
 // StorageSuiteOptions select what RunStorageSuite runs.
