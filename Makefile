@@ -54,7 +54,7 @@ M := github.com/thinlvm/thinlvm
 verify-imports: ## Check that no package imports across the architecture's boundaries.
 	@fail=0; deps() { $(GO) list -f '{{.ImportPath}}: {{join .Imports " "}}{{if .TestImports}} {{join .TestImports " "}}{{end}}' $$1; }; \
 	check() { out=$$(deps "$$1" | grep -E "^[^:]*:.* ($$2)( |$$)"); if [ -n "$$out" ]; then echo "$$3:"; echo "$$out" | cut -c1-200; fail=1; fi; }; \
-	check './api/...' '$(M)/(lvmd|node|controller|scheduler|cmd|e2e)(/[^ ]*)?' 'api imports nothing of ours outside api/'; \
+	check './api/...' '$(M)/(lvmd|node|controller|scheduler|cmd|e2e)(/[^ ]*)?' 'api imports nothing of ours outside api/ and internal/'; \
 	check './internal/...' '$(M)/(lvmd|node|controller|scheduler|cmd|e2e)(/[^ ]*)?' 'internal imports nothing of ours outside api/ and internal/'; \
 	check './lvmd/...' 'k8s.io/(api|apimachinery|client-go)/[^ ]*|sigs.k8s.io/controller-runtime[^ ]*|$(M)/(node|controller|scheduler|cmd|e2e)(/[^ ]*)?|$(M)/api/v1alpha1' 'lvmd imports nothing of Kubernetes and nothing of ours but api/lvmname'; \
 	check './node/...' '$(M)/(controller|scheduler)(/[^ ]*)?|$(M)/lvmd/(lvm|server|config)(/[^ ]*)?' 'node imports lvmd only through lvmd/proto, and never controller or scheduler'; \

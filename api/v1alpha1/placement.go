@@ -1,6 +1,6 @@
 package v1alpha1
 
-import "github.com/thinlvm/thinlvm/api/sizes"
+import "github.com/thinlvm/thinlvm/internal/sizes"
 
 // How an LVMNode's status is read for placement, in one place: the
 // controller's CreateVolume and the scheduler plugin decide from the same

@@ -17,13 +17,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/thinlvm/thinlvm/api/csiidentity"
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/cmd/internal/endpoint"
 	"github.com/thinlvm/thinlvm/cmd/internal/manager"
 	"github.com/thinlvm/thinlvm/controller/csi"
 	"github.com/thinlvm/thinlvm/controller/populator"
 	"github.com/thinlvm/thinlvm/controller/reconciler"
+	"github.com/thinlvm/thinlvm/internal/csiidentity"
 )
 
 var version = "dev"

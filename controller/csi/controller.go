@@ -15,10 +15,10 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/thinlvm/thinlvm/api/sizes"
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"github.com/thinlvm/thinlvm/api/volcap"
 	"github.com/thinlvm/thinlvm/internal/kubestatus"
+	"github.com/thinlvm/thinlvm/internal/sizes"
+	"github.com/thinlvm/thinlvm/internal/volcap"
 )
 
 // ControllerServer is the CSI Controller service.

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"github.com/thinlvm/thinlvm/api/volcap"
+	"github.com/thinlvm/thinlvm/internal/volcap"
 )
 
 // Sizes.

@@ -22,10 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/thinlvm/thinlvm/api/csiidentity"
 	controllercsi "github.com/thinlvm/thinlvm/controller/csi"
 	"github.com/thinlvm/thinlvm/e2e/envtest"
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
+	"github.com/thinlvm/thinlvm/internal/csiidentity"
 	"github.com/thinlvm/thinlvm/node/lvmd"
 	"github.com/thinlvm/thinlvm/node/lvmnode"
 	"github.com/thinlvm/thinlvm/node/reconciler"

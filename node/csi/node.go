@@ -16,7 +16,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"github.com/thinlvm/thinlvm/api/volcap"
+	"github.com/thinlvm/thinlvm/internal/volcap"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/lvmd"
 )

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/thinlvm/thinlvm/api/sizes"
+	"github.com/thinlvm/thinlvm/internal/sizes"
 )
 
 // reservation is what one pod was promised on one node.
