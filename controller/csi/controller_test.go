@@ -3,7 +3,6 @@ package csi_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -21,16 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	controllercsi "github.com/thinlvm/thinlvm/controller/csi"
-	"github.com/thinlvm/thinlvm/e2e/envtest"
+	"github.com/thinlvm/thinlvm/internal/envtest"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/reconciler"
@@ -49,62 +46,42 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	env, err := envtest.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		os.Exit(1)
-	}
-	k8s = env.Client
-	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	for _, n := range []string{"n1", "n2", "n3"} {
-		l, _, err := lvmdtest.Run(lvmdtest.Options{}) // it ends with the test process
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+	o := envtest.Options{Manager: ctrl.Options{Controller: config.Controller{SkipNameValidation: ptr.To(true)}}}
+	envtest.MainWithManager(m, o, func(ctx context.Context, env *envtest.Env, mgr ctrl.Manager) error {
+		k8s = env.Client
+		for _, n := range []string{"n1", "n2", "n3"} {
+			l, _, err := lvmdtest.Run(lvmdtest.Options{}) // it ends with the test process
+			if err != nil {
+				return err
+			}
+			lvmd[n] = l
+			r := &reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: lvmd[n], NodeName: n, RetryAfter: time.Hour}
+			if err := r.SetupWithManager(mgr); err != nil {
+				return err
+			}
 		}
-		lvmd[n] = l
-		r := &reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: lvmd[n], NodeName: n, RetryAfter: time.Hour}
-		if err := r.SetupWithManager(mgr); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+		srv = &controllercsi.ControllerServer{Client: mgr.GetClient(), Timeout: 20 * time.Second,
+			Recorder: mgr.GetEventRecorder("thinlvm-controller"), APIReader: mgr.GetAPIReader(), Namespace: controllerNamespace}
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}}); err != nil {
+			return err
 		}
-	}
-	srv = &controllercsi.ControllerServer{Client: mgr.GetClient(), Timeout: 20 * time.Second,
-		Recorder: mgr.GetEventRecorder("thinlvm-controller"), APIReader: mgr.GetAPIReader(), Namespace: controllerNamespace}
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if err := srv.SetupWithManager(mgr); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	// LVMNodes as the publisher would write them: n1 has 10Gi, n2 100Gi,
-	// n3 2Gi available.
-	for n, avail := range map[string]string{"n1": "10Gi", "n2": "100Gi", "n3": "2Gi"} {
-		ln := &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: n}}
-		if err := k8s.Create(ctx, ln); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+		if err := srv.SetupWithManager(mgr); err != nil {
+			return err
 		}
-		ln.Status.DeviceClasses = []thinlvmv1.DeviceClassStatus{{Name: "ssd", Default: true, Available: resource.MustParse(avail)}}
-		if err := k8s.Status().Update(ctx, ln); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+		// LVMNodes as the publisher would write them: n1 has 10Gi, n2
+		// 100Gi, n3 2Gi available.
+		for n, avail := range map[string]string{"n1": "10Gi", "n2": "100Gi", "n3": "2Gi"} {
+			ln := &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: n}}
+			if err := k8s.Create(ctx, ln); err != nil {
+				return err
+			}
+			ln.Status.DeviceClasses = []thinlvmv1.DeviceClassStatus{{Name: "ssd", Default: true, Available: resource.MustParse(avail)}}
+			if err := k8s.Status().Update(ctx, ln); err != nil {
+				return err
+			}
 		}
-	}
-	mgr.GetCache().WaitForCacheSync(ctx)
-	code := m.Run()
-	cancel()
-	_ = env.Stop()
-	os.Exit(code)
+		return nil
+	})
 }
 
 var rwo = []*csispec.VolumeCapability{{AccessType: &csispec.VolumeCapability_Mount{Mount: &csispec.VolumeCapability_MountVolume{}},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	csispec "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/google/go-cmp/cmp"
@@ -19,6 +18,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/controller/cachetest"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 )
 
@@ -219,7 +219,7 @@ func TestGoldenImageChannelClass(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			volume := "pvc-chan-bad-" + strings.ReplaceAll(tt.name, " ", "-")
-			waitFor(t, "the controller's cache sees the channel", func() bool {
+			testutil.Eventually(t, "the controller's cache sees the channel", func() bool {
 				return srv.Client.Get(ctx, types.NamespacedName{Name: "dangling"}, &thinlvmv1.GoldenImageChannel{}) == nil
 			})
 			_, err := createWith(volume, tt.params)
@@ -230,18 +230,5 @@ func TestGoldenImageChannelClass(t *testing.T) {
 				t.Errorf("a LogicalVolume was left behind (source %v)", src)
 			}
 		})
-	}
-}
-
-// waitFor waits until cond holds: the controller reads from its cache,
-// which sees a write a moment after the API server.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -3,7 +3,6 @@ package populator_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,18 +16,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/controller/cachetest"
 	"github.com/thinlvm/thinlvm/controller/populator"
-	"github.com/thinlvm/thinlvm/e2e/envtest"
+	"github.com/thinlvm/thinlvm/internal/envtest"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 )
 
 // The populator runs against a real API server. There is no
@@ -47,54 +45,27 @@ var (
 func TestMain(m *testing.M) {
 	// The alpha gate lets a claim's dataSourceRef name a namespace, which
 	// the populator refuses.
-	env, err := envtest.StartWith(envtest.Options{FeatureGates: "CrossNamespaceVolumeDataSource=true"})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		os.Exit(1)
-	}
-	k8s = env.Client
-	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
-	if err == nil {
+	envtest.MainWithManager(m, envtest.Options{FeatureGates: "CrossNamespaceVolumeDataSource=true"}, func(ctx context.Context, env *envtest.Env, mgr ctrl.Manager) error {
+		k8s = env.Client
 		// Retry is long: what wakes a waiting claim here is a watch.
-		err = (&populator.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("thinlvm-controller"),
-			Namespace: ns, Retry: time.Hour}).SetupWithManager(mgr)
-	}
-	if err == nil {
+		if err := (&populator.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("thinlvm-controller"),
+			Namespace: ns, Retry: time.Hour}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 		direct = &populator.Reconciler{Client: k8s, APIReader: k8s, Recorder: mgr.GetEventRecorder("thinlvm-controller"), Namespace: ns}
-	}
-	wfc, imm := storagev1.VolumeBindingWaitForFirstConsumer, storagev1.VolumeBindingImmediate
-	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "thin"}, Provisioner: thinlvmv1.DriverName, VolumeBindingMode: &wfc},
-		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "thin-now"}, Provisioner: thinlvmv1.DriverName, VolumeBindingMode: &imm},
-		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Provisioner: "ebs.csi.aws.com", VolumeBindingMode: &imm},
-	} {
-		if err == nil {
-			err = k8s.Create(ctx, o)
+		wfc, imm := storagev1.VolumeBindingWaitForFirstConsumer, storagev1.VolumeBindingImmediate
+		for _, o := range []client.Object{
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+			&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "thin"}, Provisioner: thinlvmv1.DriverName, VolumeBindingMode: &wfc},
+			&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "thin-now"}, Provisioner: thinlvmv1.DriverName, VolumeBindingMode: &imm},
+			&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Provisioner: "ebs.csi.aws.com", VolumeBindingMode: &imm},
+		} {
+			if err := k8s.Create(ctx, o); err != nil {
+				return err
+			}
 		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	_ = env.Stop()
-	os.Exit(code)
-}
-
-// eventually waits until cond holds: the populator acts on watch events.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func image(t *testing.T, name string) {
@@ -142,7 +113,7 @@ func get(t *testing.T, key types.NamespacedName) *corev1.PersistentVolumeClaim {
 func primeOf(t *testing.T, claim *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
 	t.Helper()
 	prime := &corev1.PersistentVolumeClaim{}
-	eventually(t, "the prime claim is made", func() bool {
+	testutil.Eventually(t, "the prime claim is made", func() bool {
 		return k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: populator.PrimeName(claim.UID)}, prime) == nil
 	})
 	return prime
@@ -228,7 +199,7 @@ func events(t *testing.T, claim *corev1.PersistentVolumeClaim, reason string) []
 
 func waitEvent(t *testing.T, claim *corev1.PersistentVolumeClaim, reason string, says ...string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("a %s Event saying %q on the claim", reason, says), func() bool {
+	testutil.Eventually(t, fmt.Sprintf("a %s Event saying %q on the claim", reason, says), func() bool {
 		return slices.ContainsFunc(events(t, claim, reason), func(note string) bool {
 			return !slices.ContainsFunc(says, func(s string) bool { return !strings.Contains(note, s) })
 		})
@@ -245,7 +216,7 @@ func TestPopulateOnTheSelectedNode(t *testing.T) {
 	image(t, "vm-image")
 	claim := tenantClaim(t, "tenant-a", "root-disk", "thin", thinlvmv1.KindGoldenImage, "vm-image")
 	key := client.ObjectKeyFromObject(claim)
-	eventually(t, "the claim has the finalizer and its image", func() bool {
+	testutil.Eventually(t, "the claim has the finalizer and its image", func() bool {
 		pvc := get(t, key)
 		return controllerutil.ContainsFinalizer(pvc, populator.Finalizer) && pvc.Annotations[thinlvmv1.GoldenImageAnnotation] == "vm-image"
 	})
@@ -280,7 +251,7 @@ func TestPopulateOnTheSelectedNode(t *testing.T) {
 	waitEvent(t, claim, populator.ReasonPopulating, "vm-image", "node-1")
 
 	pv := provision(t, prime, "node-1")
-	eventually(t, "the PV is handed to the claim", func() bool {
+	testutil.Eventually(t, "the PV is handed to the claim", func() bool {
 		got := &corev1.PersistentVolume{}
 		if err := k8s.Get(ctx, types.NamespacedName{Name: pv.Name}, got); err != nil {
 			t.Fatal(err)
@@ -298,7 +269,7 @@ func TestPopulateOnTheSelectedNode(t *testing.T) {
 		t.Fatal("the prime claim or the finalizer went before the claim was bound")
 	}
 	bind(t, claim, pv.Name)
-	eventually(t, "the prime claim and the finalizer go", func() bool { return primeGone(claim) && finalizerGone(t, claim) })
+	testutil.Eventually(t, "the prime claim and the finalizer go", func() bool { return primeGone(claim) && finalizerGone(t, claim) })
 	waitEvent(t, claim, populator.ReasonPopulated, "vm-image", pv.Name)
 }
 
@@ -315,7 +286,7 @@ func TestChannelResolvedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	early := tenantClaim(t, "tenant-b", "early", "thin", thinlvmv1.KindGoldenImageChannel, "os")
-	eventually(t, "the claim records os-v1", func() bool {
+	testutil.Eventually(t, "the claim records os-v1", func() bool {
 		return get(t, client.ObjectKeyFromObject(early)).Annotations[thinlvmv1.GoldenImageAnnotation] == "os-v1"
 	})
 	ch.Spec.GoldenImage = "os-v2"
@@ -397,7 +368,7 @@ func TestDeletedVersionResolvedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim := tenantClaim(t, "tenant-b", "stale", "thin", thinlvmv1.KindGoldenImageChannel, "db")
-	eventually(t, "the claim records db-v1", func() bool {
+	testutil.Eventually(t, "the claim records db-v1", func() bool {
 		return get(t, client.ObjectKeyFromObject(claim)).Annotations[thinlvmv1.GoldenImageAnnotation] == "db-v1"
 	})
 	ch.Spec.GoldenImage = "db-v2"
@@ -461,7 +432,7 @@ func TestDeletedBeforeBinding(t *testing.T) {
 			prime := primeOf(t, claim)
 			if stage == "PV handed over" {
 				pv := provision(t, prime, "node-3")
-				eventually(t, "the PV is handed to the claim", func() bool {
+				testutil.Eventually(t, "the PV is handed to the claim", func() bool {
 					got := &corev1.PersistentVolume{}
 					return k8s.Get(ctx, types.NamespacedName{Name: pv.Name}, got) == nil && got.Spec.ClaimRef.UID == claim.UID
 				})
@@ -469,7 +440,7 @@ func TestDeletedBeforeBinding(t *testing.T) {
 			if err := k8s.Delete(ctx, claim); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the prime claim and the finalizer go", func() bool { return primeGone(claim) && finalizerGone(t, claim) })
+			testutil.Eventually(t, "the prime claim and the finalizer go", func() bool { return primeGone(claim) && finalizerGone(t, claim) })
 		})
 	}
 }
@@ -481,7 +452,7 @@ func TestRescheduled(t *testing.T) {
 	ctx := context.Background()
 	image(t, "full-node-image")
 	claim := tenantClaim(t, "tenant-e", "disk", "thin", thinlvmv1.KindGoldenImage, "full-node-image")
-	eventually(t, "the claim has the finalizer", func() bool { return !finalizerGone(t, claim) })
+	testutil.Eventually(t, "the claim has the finalizer", func() bool { return !finalizerGone(t, claim) })
 	pvc := get(t, client.ObjectKeyFromObject(claim))
 	pvc.Annotations[populator.SelectedNodeAnnotation] = "full-node"
 	if err := k8s.Update(ctx, pvc); err != nil {
@@ -492,7 +463,7 @@ func TestRescheduled(t *testing.T) {
 	if err := k8s.Update(ctx, prime); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the claim goes back to the scheduler", func() bool {
+	testutil.Eventually(t, "the claim goes back to the scheduler", func() bool {
 		_, ok := get(t, client.ObjectKeyFromObject(claim)).Annotations[populator.SelectedNodeAnnotation]
 		return !ok && primeGone(claim)
 	})

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 )
 
 func channel(name, image string) *thinlvmv1.GoldenImageChannel {
@@ -58,16 +59,16 @@ func TestChannelHoldsItsImage(t *testing.T) {
 	ctx := context.Background()
 	create(t, httpImage("fin-a"), httpImage("fin-b"), httpImage("fin-c"),
 		channel("fin-1", "fin-a"), channel("fin-2", "fin-a"), channel("fin-0", "fin-b"))
-	eventually(t, "fin-a held, listing fin-1 and fin-2", func() bool {
+	testutil.Eventually(t, "fin-a held, listing fin-1 and fin-2", func() bool {
 		gi := getImage(t, "fin-a")
 		return held(gi) && slices.Equal(gi.Status.Channels, []string{"fin-1", "fin-2"})
 	})
-	eventually(t, "fin-b held, listing fin-0", func() bool {
+	testutil.Eventually(t, "fin-b held, listing fin-0", func() bool {
 		gi := getImage(t, "fin-b")
 		return held(gi) && slices.Equal(gi.Status.Channels, []string{"fin-0"})
 	})
 	// fin-c's status is written after its metadata: no finalizer by then.
-	eventually(t, "fin-c's status", func() bool { return readyReason(getImage(t, "fin-c")) != "" })
+	testutil.Eventually(t, "fin-c's status", func() bool { return readyReason(getImage(t, "fin-c")) != "" })
 	if gi := getImage(t, "fin-c"); held(gi) || len(gi.Status.Channels) != 0 {
 		t.Errorf("fin-c, pointed at by no channel: finalizers %v, channels %v", gi.Finalizers, gi.Status.Channels)
 	}
@@ -79,27 +80,27 @@ func TestChannelHoldsItsImage(t *testing.T) {
 		t.Fatal("fin-a is not being deleted")
 	}
 	pointAt(t, "fin-1", "fin-b")
-	eventually(t, "fin-a, Terminating, to list fin-2 only", func() bool {
+	testutil.Eventually(t, "fin-a, Terminating, to list fin-2 only", func() bool {
 		return slices.Equal(getImage(t, "fin-a").Status.Channels, []string{"fin-2"})
 	})
 	if gi := getImage(t, "fin-a"); !held(gi) {
 		t.Fatalf("fin-a lost its finalizer while fin-2 points at it: %v", gi.Finalizers)
 	}
-	eventually(t, "fin-b to list fin-0 and fin-1", func() bool {
+	testutil.Eventually(t, "fin-b to list fin-0 and fin-1", func() bool {
 		return slices.Equal(getImage(t, "fin-b").Status.Channels, []string{"fin-0", "fin-1"})
 	})
 	// The last channel goes: the image goes with its finalizer.
 	if err := k8s.Delete(ctx, channel("fin-2", "")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "fin-a to go", func() bool {
+	testutil.Eventually(t, "fin-a to go", func() bool {
 		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "fin-a"}, &thinlvmv1.GoldenImage{}))
 	})
 
 	// Both channels move on from fin-b: its finalizer goes at once.
 	pointAt(t, "fin-0", "fin-c")
 	pointAt(t, "fin-1", "fin-c")
-	eventually(t, "fin-b released, fin-c held", func() bool {
+	testutil.Eventually(t, "fin-b released, fin-c held", func() bool {
 		b, c := getImage(t, "fin-b"), getImage(t, "fin-c")
 		return !held(b) && len(b.Status.Channels) == 0 && held(c) && slices.Equal(c.Status.Channels, []string{"fin-0", "fin-1"})
 	})
@@ -115,7 +116,7 @@ func TestChannelHoldsItsImage(t *testing.T) {
 	if err := k8s.Delete(ctx, fin0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "fin-0's label to go from fin-b and fin-c", func() bool {
+	testutil.Eventually(t, "fin-0's label to go from fin-b and fin-c", func() bool {
 		return !hasLabel(getImage(t, "fin-b"), label0) && !hasLabel(getImage(t, "fin-c"), label0)
 	})
 	if c := getImage(t, "fin-c"); !held(c) || !hasLabel(c, thinlvmv1.ChannelLabel(getChannel(t, "fin-1").UID)) {
@@ -124,7 +125,7 @@ func TestChannelHoldsItsImage(t *testing.T) {
 	if err := k8s.Delete(ctx, channel("fin-1", "")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "fin-c released", func() bool {
+	testutil.Eventually(t, "fin-c released", func() bool {
 		c := getImage(t, "fin-c")
 		return !held(c) && len(c.Status.Channels) == 0 && len(c.Labels) == 0
 	})
@@ -163,7 +164,7 @@ func TestChannelVersions(t *testing.T) {
 	}
 	wantV1 := thinlvmv1.ChannelVersion{GoldenImage: "ver-1", ReadyNodes: 2, Nodes: []string{"ver-n1", "ver-n2"}, Volumes: 2}
 	cur := func(v thinlvmv1.ChannelVersion) thinlvmv1.ChannelVersion { v.Current = true; return v }
-	eventually(t, "ver-1 current, on two nodes, with two volumes", versions(cur(wantV1)))
+	testutil.Eventually(t, "ver-1 current, on two nodes, with two volumes", versions(cur(wantV1)))
 	if c := meta.FindStatusCondition(getChannel(t, "os").Status.Conditions, thinlvmv1.ConditionChannelReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready %+v, want True", c)
 	}
@@ -171,46 +172,46 @@ func TestChannelVersions(t *testing.T) {
 	create(t, httpImage("ver-2"))
 	pointAt(t, "os", "ver-2")
 	wantV2 := thinlvmv1.ChannelVersion{GoldenImage: "ver-2"}
-	eventually(t, "ver-2 current, then ver-1", versions(cur(wantV2), wantV1))
+	testutil.Eventually(t, "ver-2 current, then ver-1", versions(cur(wantV2), wantV1))
 	if c := meta.FindStatusCondition(getChannel(t, "os").Status.Conditions, thinlvmv1.ConditionChannelReady); c == nil || c.Reason != thinlvmv1.ReasonNoReadyBase {
 		t.Errorf("Ready %+v, want False, %s", c, thinlvmv1.ReasonNoReadyBase)
 	}
 	create(t, goldenVolume("ver-vol-3", "ver-n1", "ver-2"))
 	wantV2.Volumes = 1
-	eventually(t, "ver-2's volume counted", versions(cur(wantV2), wantV1))
+	testutil.Eventually(t, "ver-2's volume counted", versions(cur(wantV2), wantV1))
 	// ver-1's base leaves ver-n2: the channel of that earlier version is
 	// told by the node's update.
 	setBases(t, "ver-n2")
 	wantV1.ReadyNodes, wantV1.Nodes = 1, []string{"ver-n1"}
-	eventually(t, "ver-1 on one node", versions(cur(wantV2), wantV1))
+	testutil.Eventually(t, "ver-1 on one node", versions(cur(wantV2), wantV1))
 
 	create(t, httpImage("ver-3"))
 	pointAt(t, "os", "ver-3")
 	wantV3 := thinlvmv1.ChannelVersion{GoldenImage: "ver-3"}
-	eventually(t, "ver-3 current, then ver-2 and ver-1", versions(cur(wantV3), wantV2, wantV1))
+	testutil.Eventually(t, "ver-3 current, then ver-2 and ver-1", versions(cur(wantV3), wantV2, wantV1))
 
 	// ver-1 goes (no channel points at it: nothing holds it); its volumes
 	// stay, and so does the channel's history of the others.
 	if err := k8s.Delete(ctx, httpImage("ver-1")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ver-1 gone from the versions", versions(cur(wantV3), wantV2))
+	testutil.Eventually(t, "ver-1 gone from the versions", versions(cur(wantV3), wantV2))
 	if err := k8s.Delete(ctx, goldenVolume("ver-vol-3", "", "")); err != nil {
 		t.Fatal(err)
 	}
 	wantV2.Volumes = 0
-	eventually(t, "ver-2's volume gone", versions(cur(wantV3), wantV2))
+	testutil.Eventually(t, "ver-2's volume gone", versions(cur(wantV3), wantV2))
 
 	// The channel points at an image that does not exist: Ready False and
 	// a Warning; the image's appearance makes it a version like any other.
 	pointAt(t, "os", "ver-missing")
 	wantMissing := thinlvmv1.ChannelVersion{GoldenImage: "ver-missing"}
-	eventually(t, "ver-missing current", versions(cur(wantMissing), wantV3, wantV2))
+	testutil.Eventually(t, "ver-missing current", versions(cur(wantMissing), wantV3, wantV2))
 	ch := getChannel(t, "os")
 	if c := meta.FindStatusCondition(ch.Status.Conditions, thinlvmv1.ConditionChannelReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != thinlvmv1.ReasonGoldenImageNotFound {
 		t.Errorf("Ready %+v, want False, %s", c, thinlvmv1.ReasonGoldenImageNotFound)
 	}
-	eventually(t, "a GoldenImageNotFound Event on the channel", func() bool {
+	testutil.Eventually(t, "a GoldenImageNotFound Event on the channel", func() bool {
 		list := &eventsv1.EventList{}
 		if err := k8s.List(ctx, list); err != nil {
 			t.Fatal(err)
@@ -223,7 +224,7 @@ func TestChannelVersions(t *testing.T) {
 		return false
 	})
 	create(t, httpImage("ver-missing"))
-	eventually(t, "ver-missing found", func() bool {
+	testutil.Eventually(t, "ver-missing found", func() bool {
 		c := meta.FindStatusCondition(getChannel(t, "os").Status.Conditions, thinlvmv1.ConditionChannelReady)
 		return c != nil && c.Reason == thinlvmv1.ReasonNoReadyBase
 	})
@@ -234,12 +235,12 @@ func TestChannelVersions(t *testing.T) {
 	if err := k8s.Delete(ctx, ch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the old channel gone", func() bool {
+	testutil.Eventually(t, "the old channel gone", func() bool {
 		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "os"}, &thinlvmv1.GoldenImageChannel{}))
 	})
 	create(t, channel("os", "ver-3"))
-	eventually(t, "ver-3 current, alone", versions(cur(wantV3)))
-	eventually(t, "the old channel's labels gone", func() bool {
+	testutil.Eventually(t, "ver-3 current, alone", versions(cur(wantV3)))
+	testutil.Eventually(t, "the old channel's labels gone", func() bool {
 		return !hasLabel(getImage(t, "ver-2"), old) && !hasLabel(getImage(t, "ver-missing"), old) && !hasLabel(getImage(t, "ver-3"), old)
 	})
 }
@@ -264,7 +265,7 @@ func TestStatusLeftByALaggingCacheIsMended(t *testing.T) {
 		img := getImage(t, "lag-1").Status
 		return cmp.Diff(want, getChannel(t, "lag").Status.Versions) == "" && img.ReadyNodes == 1 && slices.Equal(img.Nodes, []string{"lag-n1"})
 	}
-	eventually(t, "the channel's and the image's statuses", right)
+	testutil.Eventually(t, "the channel's and the image's statuses", right)
 
 	ch := getChannel(t, "lag")
 	patch := client.MergeFrom(ch.DeepCopy())
@@ -278,5 +279,5 @@ func TestStatusLeftByALaggingCacheIsMended(t *testing.T) {
 	if err := k8s.Status().Patch(ctx, gi, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "both statuses mended, with nothing else changed", right)
+	testutil.Eventually(t, "both statuses mended, with nothing else changed", right)
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 )
 
 func TestGoldenImageStatusSumsTheNodes(t *testing.T) {
@@ -32,7 +33,7 @@ func TestGoldenImageStatusSumsTheNodes(t *testing.T) {
 		}
 		return out
 	}
-	eventually(t, "Ready=False with no node", func() bool {
+	testutil.Eventually(t, "Ready=False with no node", func() bool {
 		return meta.IsStatusConditionFalse(get().Status.Conditions, thinlvmv1.ConditionImageReady)
 	})
 	base := thinlvmv1.BaseLVName(gi)
@@ -53,7 +54,7 @@ func TestGoldenImageStatusSumsTheNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "1 ready, 1 populating, 1 failed", func() bool {
+	testutil.Eventually(t, "1 ready, 1 populating, 1 failed", func() bool {
 		st := get().Status
 		return st.ReadyNodes == 1 && st.PopulatingNodes == 1 && st.FailedNodes == 1
 	})
@@ -76,7 +77,7 @@ func TestGoldenImageStatusSumsTheNodes(t *testing.T) {
 	if err := k8s.Status().Update(ctx, ln); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "2 ready, not degraded", func() bool {
+	testutil.Eventually(t, "2 ready, not degraded", func() bool {
 		st := get().Status
 		return st.ReadyNodes == 2 && st.FailedNodes == 0 && meta.IsStatusConditionFalse(st.Conditions, thinlvmv1.ConditionImageDegraded)
 	})
@@ -93,7 +94,7 @@ func TestGoldenImageStatusSumsTheNodes(t *testing.T) {
 	// The base leaves gi-a: the node names the image no more, and the
 	// image is told by the node's update (its old object names it).
 	setBases(t, "gi-a")
-	eventually(t, "1 ready, on gi-c", func() bool {
+	testutil.Eventually(t, "1 ready, on gi-c", func() bool {
 		st := get().Status
 		return st.ReadyNodes == 1 && cmp.Diff([]string{"gi-c"}, st.Nodes) == ""
 	})
@@ -116,7 +117,7 @@ func TestGoldenImageStatusNodesAreCapped(t *testing.T) {
 	for i := range 100 {
 		want = append(want, fmt.Sprintf("cap-%03d", i))
 	}
-	eventually(t, "103 ready nodes", func() bool { return getImage(t, gi.Name).Status.ReadyNodes == n })
+	testutil.Eventually(t, "103 ready nodes", func() bool { return getImage(t, gi.Name).Status.ReadyNodes == n })
 	if diff := cmp.Diff(want, getImage(t, gi.Name).Status.Nodes); diff != "" {
 		t.Errorf("nodes (-want +got):\n%s", diff)
 	}

@@ -2,8 +2,8 @@ package reconciler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,15 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/controller/reconciler"
-	"github.com/thinlvm/thinlvm/e2e/envtest"
+	"github.com/thinlvm/thinlvm/internal/envtest"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 )
 
 var k8s client.Client
@@ -69,50 +68,16 @@ func (c agentBetween) Delete(ctx context.Context, obj client.Object, opts ...cli
 }
 
 func TestMain(m *testing.M) {
-	env, err := envtest.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		os.Exit(1)
-	}
-	k8s = env.Client
-	ctx, cancel := context.WithCancel(context.Background())
 	// The VolumeSnapshot CRDs, before the manager: the GoldenImage
 	// reconciler watches VolumeSnapshots when the API server serves them.
-	err = installSnapshotCRDs(env.Config)
-	var mgr ctrl.Manager
-	if err == nil {
-		mgr, err = ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
-	}
-	if err == nil {
-		err = (&reconciler.NodeReconciler{Client: agentBetween{mgr.GetClient()}, APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr)
-	}
-	if err == nil {
-		err = (&reconciler.GoldenImageReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr)
-	}
-	if err == nil {
-		err = (&reconciler.GoldenImageChannelReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("thinlvm-controller")}).SetupWithManager(mgr)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	_ = env.Stop()
-	os.Exit(code)
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	o := envtest.Options{BeforeManager: func(env *envtest.Env) error { return installSnapshotCRDs(env.Config) }}
+	envtest.MainWithManager(m, o, func(_ context.Context, env *envtest.Env, mgr ctrl.Manager) error {
+		k8s = env.Client
+		return errors.Join(
+			(&reconciler.NodeReconciler{Client: agentBetween{mgr.GetClient()}, APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr),
+			(&reconciler.GoldenImageReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr),
+			(&reconciler.GoldenImageChannelReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("thinlvm-controller")}).SetupWithManager(mgr))
+	})
 }
 
 func TestDeletedNodeIsCleanedUp(t *testing.T) {
@@ -166,7 +131,7 @@ func TestDeletedNodeIsCleanedUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the old finalizer removed", func() bool {
+	testutil.Eventually(t, "the old finalizer removed", func() bool {
 		return k8s.Get(ctx, types.NamespacedName{Name: "held"}, old) == nil && len(old.Finalizers) == 0
 	})
 	time.Sleep(300 * time.Millisecond)
@@ -182,13 +147,13 @@ func TestDeletedNodeIsCleanedUp(t *testing.T) {
 	if err := k8s.Delete(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the node to go at once (no finalizer)", func() bool {
+	testutil.Eventually(t, "the node to go at once (no finalizer)", func() bool {
 		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "lost"}, &corev1.Node{}))
 	})
-	eventually(t, "the LogicalVolume to go", func() bool {
+	testutil.Eventually(t, "the LogicalVolume to go", func() bool {
 		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "pvc-lost"}, &thinlvmv1.LogicalVolume{}))
 	})
-	eventually(t, "the claim to be deleted", func() bool {
+	testutil.Eventually(t, "the claim to be deleted", func() bool {
 		c := &corev1.PersistentVolumeClaim{}
 		err := k8s.Get(ctx, types.NamespacedName{Namespace: "default", Name: "data"}, c)
 		return apierrors.IsNotFound(err) || err == nil && !c.DeletionTimestamp.IsZero()
@@ -213,7 +178,7 @@ func TestNodeDeletedWhileDownIsCleanedUp(t *testing.T) {
 	if err := k8s.Create(ctx, lv); err != nil { // its Node does not exist: as if deleted while nobody watched
 		t.Fatal(err)
 	}
-	eventually(t, "the orphan LogicalVolume to go", func() bool {
+	testutil.Eventually(t, "the orphan LogicalVolume to go", func() bool {
 		return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Name: "pvc-orphan"}, &thinlvmv1.LogicalVolume{}))
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 )
 
 // sourceNode is the node of the source volumes: a Node exists for it, or
@@ -106,7 +107,7 @@ func volumeImage(name string, claim, snapshot *thinlvmv1.ClaimSource, size, clas
 // returns the image.
 func waitReady(t *testing.T, name, reason string) *thinlvmv1.GoldenImage {
 	t.Helper()
-	eventually(t, name+" Ready reason "+reason, func() bool { return readyReason(getImage(t, name)) == reason })
+	testutil.Eventually(t, name+" Ready reason "+reason, func() bool { return readyReason(getImage(t, name)) == reason })
 	return getImage(t, name)
 }
 
@@ -138,7 +139,7 @@ func TestGoldenImageFromClaim(t *testing.T) {
 		t.Errorf("message %q, want the claim not found", c.Message)
 	}
 	pvc := pendingClaim(t, "src", "src-thinlvm")
-	eventually(t, "the claim not bound", func() bool {
+	testutil.Eventually(t, "the claim not bound", func() bool {
 		c := meta.FindStatusCondition(getImage(t, "from-claim").Status.Conditions, thinlvmv1.ConditionImageReady)
 		return c != nil && strings.Contains(c.Message, "claim default/src is not bound")
 	})
@@ -165,7 +166,7 @@ func TestGoldenImageFromClaim(t *testing.T) {
 	if err := k8s.Status().Update(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the volume not Ready", func() bool {
+	testutil.Eventually(t, "the volume not Ready", func() bool {
 		c := meta.FindStatusCondition(getImage(t, "from-claim").Status.Conditions, thinlvmv1.ConditionImageReady)
 		return c != nil && strings.Contains(c.Message, "LogicalVolume pvc-src of claim default/src is not Ready")
 	})
@@ -295,7 +296,7 @@ func TestGoldenImageFromVolumeSnapshot(t *testing.T) {
 	}
 	sourceVolume(t, "snapshot-lv", thinlvmv1.RoleSnapshot, "", "1Gi", "1Gi")
 	vs, content := snapshotWithContent(t, "snap", thinlvmv1.DriverName, "snapshot-lv")
-	eventually(t, "the snapshot not ready", func() bool {
+	testutil.Eventually(t, "the snapshot not ready", func() bool {
 		c := meta.FindStatusCondition(getImage(t, "from-snap").Status.Conditions, thinlvmv1.ConditionImageReady)
 		return c != nil && strings.Contains(c.Message, "VolumeSnapshot default/snap is not ready to use")
 	})

@@ -23,9 +23,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	controllercsi "github.com/thinlvm/thinlvm/controller/csi"
-	"github.com/thinlvm/thinlvm/e2e/envtest"
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 	"github.com/thinlvm/thinlvm/internal/csiidentity"
+	"github.com/thinlvm/thinlvm/internal/envtest"
 	"github.com/thinlvm/thinlvm/node/lvmd"
 	"github.com/thinlvm/thinlvm/node/lvmnode"
 	"github.com/thinlvm/thinlvm/node/reconciler"

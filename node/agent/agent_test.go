@@ -22,7 +22,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"github.com/thinlvm/thinlvm/e2e/envtest"
+	"github.com/thinlvm/thinlvm/internal/envtest"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	"github.com/thinlvm/thinlvm/node/agent"
 )
@@ -76,17 +77,6 @@ func (s *seen) has(name string) bool {
 func lv(name, node string) *thinlvmv1.LogicalVolume {
 	return &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: thinlvmv1.LogicalVolumeSpec{Name: name, NodeName: node, Size: resource.MustParse("1Gi")}}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func ready(name string) func() bool {
@@ -154,7 +144,7 @@ func TestAgentWatchesOnlyItsNode(t *testing.T) {
 	if err := k8sClient.Create(ctx, lv("near-0", "near")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "near-0 Ready", ready("near-0"))
+	testutil.Eventually(t, "near-0 Ready", ready("near-0"))
 
 	// The other node's volumes change while the agent watches: made,
 	// changed, deleted; its Node and LVMNode change too.
@@ -192,7 +182,7 @@ func TestAgentWatchesOnlyItsNode(t *testing.T) {
 	if err := k8sClient.Create(ctx, clone); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "near-clone refused", func() bool {
+	testutil.Eventually(t, "near-clone refused", func() bool {
 		got := &thinlvmv1.LogicalVolume{}
 		if k8sClient.Get(ctx, types.NamespacedName{Name: "near-clone"}, got) != nil {
 			return false
@@ -212,8 +202,8 @@ func TestAgentWatchesOnlyItsNode(t *testing.T) {
 	if err := k8sClient.Create(ctx, lv("near-last", "near")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "near-last Ready", ready("near-last"))
-	eventually(t, "near-last's event", func() bool { return events.has("near-last") })
+	testutil.Eventually(t, "near-last Ready", ready("near-last"))
+	testutil.Eventually(t, "near-last's event", func() bool { return events.has("near-last") })
 
 	if n := events.count("far"); n != 0 {
 		t.Errorf("the agent of near received %d events of node far's objects, want 0", n)

@@ -33,7 +33,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"github.com/thinlvm/thinlvm/e2e/envtest"
+	"github.com/thinlvm/thinlvm/internal/envtest"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/golden"
@@ -151,17 +152,6 @@ func newVolume(t *testing.T, name, image string) {
 	}
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func baseState(name string) (thinlvmv1.GoldenBaseStatus, bool) {
 	ln := &thinlvmv1.LVMNode{}
 	if err := k8s.Get(context.Background(), types.NamespacedName{Name: node}, ln); err != nil {
@@ -195,7 +185,7 @@ func TestConcurrentVolumesShareOnePopulation(t *testing.T) {
 	base := thinlvmv1.BaseLVName(gi)
 	for i := range 5 {
 		name := fmt.Sprintf("vm-disk-%d", i)
-		eventually(t, name+" Ready", func() bool {
+		testutil.Eventually(t, name+" Ready", func() bool {
 			return meta.IsStatusConditionTrue(volume(t, name).Status.Conditions, thinlvmv1.ConditionReady)
 		})
 		lv, ok := lvmd.LV(t, name)
@@ -222,7 +212,7 @@ func TestConcurrentVolumesShareOnePopulation(t *testing.T) {
 	if st.State != thinlvmv1.GoldenBaseReady || st.LV != base {
 		t.Errorf("LVMNode base %+v, want Ready", st)
 	}
-	eventually(t, "a Populated event", func() bool {
+	testutil.Eventually(t, "a Populated event", func() bool {
 		list := &eventsv1.EventList{}
 		if err := k8s.List(context.Background(), list); err != nil {
 			return false
@@ -260,7 +250,7 @@ func TestConcurrentVolumesShareOnePopulation(t *testing.T) {
 	if err := k8s.Update(context.Background(), gi); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the base removed", func() bool {
+	testutil.Eventually(t, "the base removed", func() bool {
 		_, ok := lvmd.LV(t, base)
 		_, reported := baseState("ubuntu")
 		return !ok && !reported
@@ -308,7 +298,7 @@ func TestChecksumMismatchLeavesNoBase(t *testing.T) {
 	failed := populations(t, "failure")
 	gi := newImage(t, "corrupt", strings.Repeat("0", 64), nil)
 	newVolume(t, "corrupt-disk", "corrupt")
-	eventually(t, "the base Failed", func() bool {
+	testutil.Eventually(t, "the base Failed", func() bool {
 		st, ok := baseState("corrupt")
 		return ok && st.State == thinlvmv1.GoldenBaseFailed && strings.Contains(st.Message, "sha256 mismatch")
 	})
@@ -318,7 +308,7 @@ func TestChecksumMismatchLeavesNoBase(t *testing.T) {
 	if got := populations(t, "failure"); got <= failed {
 		t.Errorf("thinlvm_node_golden_populations_total{result=failure} is %v, was %v: the failure was not counted", got, failed)
 	}
-	eventually(t, "the volume Failed with BaseFailed", func() bool {
+	testutil.Eventually(t, "the volume Failed with BaseFailed", func() bool {
 		c := meta.FindStatusCondition(volume(t, "corrupt-disk").Status.Conditions, thinlvmv1.ConditionFailed)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == thinlvmv1.ReasonBaseFailed && strings.Contains(c.Message, "sha256 mismatch")
 	})
@@ -331,7 +321,7 @@ func TestChecksumMismatchLeavesNoBase(t *testing.T) {
 func TestPrewarm(t *testing.T) {
 	other := newImage(t, "elsewhere", sum(image), &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "db"}}})
 	gi := newImage(t, "prewarmed", sum(image), &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "vm"}}})
-	eventually(t, "the prewarmed base Ready", func() bool {
+	testutil.Eventually(t, "the prewarmed base Ready", func() bool {
 		st, ok := baseState("prewarmed")
 		return ok && st.State == thinlvmv1.GoldenBaseReady
 	})
@@ -370,7 +360,7 @@ func TestHalfWrittenBaseIsRemade(t *testing.T) {
 	f.Close()
 	newVolume(t, "interrupted-disk", "interrupted")
 	lvmd.SetFail("RemoveLV", nil)
-	eventually(t, "the volume Ready", func() bool {
+	testutil.Eventually(t, "the volume Ready", func() bool {
 		return meta.IsStatusConditionTrue(volume(t, "interrupted-disk").Status.Conditions, thinlvmv1.ConditionReady)
 	})
 	data, _ := os.ReadFile(mustLV(t, "interrupted-disk").GetDevicePath())

@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/golden"
@@ -108,7 +109,7 @@ func deleteImage(t *testing.T, gi *thinlvmv1.GoldenImage, nodes ...string) {
 	if err := k8s.Delete(context.Background(), gi); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the bases of "+gi.Name+" removed", func() bool {
+	testutil.Eventually(t, "the bases of "+gi.Name+" removed", func() bool {
 		for _, n := range nodes {
 			if _, ok := baseOn(n, gi.Name); ok {
 				return false
@@ -190,7 +191,7 @@ func TestBaseFromPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var first, second string
-	eventually(t, "a base Ready", func() bool {
+	testutil.Eventually(t, "a base Ready", func() bool {
 		switch {
 		case ready(node, gi.Name):
 			first, second = node, peer
@@ -200,7 +201,7 @@ func TestBaseFromPeer(t *testing.T) {
 		return first != ""
 	})
 	holders(t, gi.Name, first)
-	eventually(t, "the second base Ready", func() bool { return ready(second, gi.Name) })
+	testutil.Eventually(t, "the second base Ready", func() bool { return ready(second, gi.Name) })
 	a, _ := baseOn(first, gi.Name)
 	b, _ := baseOn(second, gi.Name)
 	if a.From != thinlvmv1.BaseFromOrigin || b.From != first {
@@ -262,12 +263,12 @@ func TestBaseFromVolume(t *testing.T) {
 	if err := k8s.Status().Update(ctx, gi); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the base on the volume's node", func() bool { return ready(node, gi.Name) })
+	testutil.Eventually(t, "the base on the volume's node", func() bool { return ready(node, gi.Name) })
 	if err := os.WriteFile(resp.GetVolume().GetDevicePath(), bytes.Repeat([]byte{'x'}, 1<<20), 0); err != nil {
 		t.Fatal(err) // after the base: not in it
 	}
 	holders(t, gi.Name, node)
-	eventually(t, "the copy on the peer", func() bool { return ready(peer, gi.Name) })
+	testutil.Eventually(t, "the copy on the peer", func() bool { return ready(peer, gi.Name) })
 	a, _ := baseOn(node, gi.Name)
 	b, _ := baseOn(peer, gi.Name)
 	if a.From != thinlvmv1.BaseFromVolume || b.From != node || a.ContentSHA256 == "" || a.ContentSHA256 != b.ContentSHA256 {
@@ -312,7 +313,7 @@ func TestPeersFailThenOrigin(t *testing.T) {
 	if err := k8s.Patch(ctx, n, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the base from the origin", func() bool { return ready(peer, gi.Name) })
+	testutil.Eventually(t, "the base from the origin", func() bool { return ready(peer, gi.Name) })
 	if b, _ := baseOn(peer, gi.Name); b.From != thinlvmv1.BaseFromOrigin || served.Load() != 1 {
 		t.Errorf("base from %q after %d downloads, want from the origin once", b.From, served.Load())
 	}
@@ -346,7 +347,7 @@ func TestCorruptPeerBaseThenOrigin(t *testing.T) {
 	if err := k8s.Create(ctx, gi); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the first node's base", func() bool { return ready(node, gi.Name) })
+	testutil.Eventually(t, "the first node's base", func() bool { return ready(node, gi.Name) })
 	// Rot: the sealed base's bytes change under its published checksum.
 	got, err := lvmd.GetLV(ctx, &pb.GetLVRequest{Name: thinlvmv1.BaseLVName(gi)})
 	if err != nil {
@@ -366,7 +367,7 @@ func TestCorruptPeerBaseThenOrigin(t *testing.T) {
 	if err := k8s.Patch(ctx, n2, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the peer's base", func() bool { return ready(peer, gi.Name) })
+	testutil.Eventually(t, "the peer's base", func() bool { return ready(peer, gi.Name) })
 	b, _ := baseOn(peer, gi.Name)
 	if b.From != thinlvmv1.BaseFromOrigin || served.Load() != 2 {
 		t.Errorf("the peer's base is from %q after %d downloads, want from the origin, the second download", b.From, served.Load())

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"github.com/thinlvm/thinlvm/e2e/envtest"
+	"github.com/thinlvm/thinlvm/internal/envtest"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 	"github.com/thinlvm/thinlvm/lvmd/config"
 	"github.com/thinlvm/thinlvm/lvmd/lvm/fake"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
@@ -63,17 +64,6 @@ func lvmNode(t *testing.T, name string) *thinlvmv1.LVMNode {
 	return ln
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func TestPublisher(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -87,7 +77,7 @@ func TestPublisher(t *testing.T) {
 
 	// The patch is visible on the API server a moment before the publisher
 	// counts it: wait for both.
-	eventually(t, "the LVMNode", func() bool {
+	testutil.Eventually(t, "the LVMNode", func() bool {
 		ln := lvmNode(t, "pub-node")
 		return ln != nil && len(ln.Status.DeviceClasses) == 1 && p.Writes() == 1
 	})
@@ -125,7 +115,7 @@ func TestPublisher(t *testing.T) {
 		f.LVM.SetPoolUsage("vg0", "pool0", 13+float64(i)*4.6, 10.5)
 		time.Sleep(20 * time.Millisecond)
 	}
-	eventually(t, "the newest report", func() bool {
+	testutil.Eventually(t, "the newest report", func() bool {
 		ln := lvmNode(t, "pub-node")
 		return ln.Status.DeviceClasses[0].Available.Cmp(resource.MustParse("0")) == 0
 	})
@@ -138,7 +128,7 @@ func TestPublisher(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	f.SetFail("Watch", nil)
 	f.LVM.SetPoolUsage("vg0", "pool0", 25, 10.5) // (8Gi - 2Gi used) * 4
-	eventually(t, "the report after a reconnect", func() bool {
+	testutil.Eventually(t, "the report after a reconnect", func() bool {
 		return lvmNode(t, "pub-node").Status.DeviceClasses[0].Available.Cmp(resource.MustParse("24Gi")) == 0
 	})
 	if n := f.Count("Watch"); n < 2 {
@@ -161,7 +151,7 @@ func TestPublisherWaitsForNode(t *testing.T) {
 	if err := k8sClient.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "late-node"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the LVMNode", func() bool { return lvmNode(t, "late-node") != nil })
+	testutil.Eventually(t, "the LVMNode", func() bool { return lvmNode(t, "late-node") != nil })
 }
 
 // A pool that fills past its high-water mark and runs out of data space, or
@@ -180,7 +170,7 @@ func TestPublisherPoolEvents(t *testing.T) {
 	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "full-node", Interval: 50 * time.Millisecond, DriftInterval: time.Millisecond,
 		Retry: 50 * time.Millisecond, Recorder: rec}
 	go func() { _ = p.Start(ctx) }()
-	eventually(t, "the LVMNode", func() bool { ln := lvmNode(t, "full-node"); return ln != nil && len(ln.Status.DeviceClasses) == 1 })
+	testutil.Eventually(t, "the LVMNode", func() bool { ln := lvmNode(t, "full-node"); return ln != nil && len(ln.Status.DeviceClasses) == 1 })
 
 	steps := []struct {
 		name       string
@@ -212,7 +202,7 @@ func TestPublisherPoolEvents(t *testing.T) {
 		// "metadata grown" are ordered.
 		f.LVM.SetPoolUsage("vg0", "pool0", s.data, s.meta)
 		f.LVM.SetPoolReadOnly("vg0", "pool0", s.readOnly)
-		eventually(t, s.name, func() bool {
+		testutil.Eventually(t, s.name, func() bool {
 			c := lvmNode(t, "full-node").Status.DeviceClasses[0]
 			return c.DataPercent == strconv.FormatFloat(s.data, 'f', 2, 64) && c.OverHighWatermark == s.over && c.PoolHealth == s.health
 		})
@@ -258,7 +248,7 @@ func TestPublisherVGMetadataEvents(t *testing.T) {
 		}
 		return ln.Status.DeviceClasses[0].VGMetadata.LVsLeft
 	}
-	eventually(t, "the LVMNode", func() bool { return left() > 0 })
+	testutil.Eventually(t, "the LVMNode", func() bool { return left() > 0 })
 	var made int
 	for made = 0; made < 50; made++ {
 		if _, err := f.CreateLV(ctx, &pb.CreateLVRequest{Name: fmt.Sprintf("lv%d", made), SizeBytes: gib}); err != nil {
@@ -268,10 +258,10 @@ func TestPublisherVGMetadataEvents(t *testing.T) {
 			break
 		}
 	}
-	eventually(t, "no LVs left", func() bool { return left() == 0 })
+	testutil.Eventually(t, "no LVs left", func() bool { return left() == 0 })
 	wantEvent := func(prefix string) {
 		t.Helper()
-		eventually(t, "the Event "+prefix, func() bool { return len(rec.Events) > 0 })
+		testutil.Eventually(t, "the Event "+prefix, func() bool { return len(rec.Events) > 0 })
 		if got := <-rec.Events; !strings.HasPrefix(got, prefix) {
 			t.Errorf("event %q, want it to start %q", got, prefix)
 		}
@@ -282,7 +272,7 @@ func TestPublisherVGMetadataEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "room again", func() bool { return left() > 0 })
+	testutil.Eventually(t, "room again", func() bool { return left() > 0 })
 	wantEvent("Normal VGMetadataRoom device class ssd: volume group vg0's metadata area has room for")
 }
 
@@ -299,7 +289,7 @@ func TestPublisherHoldsUseDrift(t *testing.T) {
 	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "drift-node", Interval: 50 * time.Millisecond, DriftInterval: time.Hour}
 	defer cancel() // before lvmd stops
 	go func() { _ = p.Start(ctx) }()
-	eventually(t, "the LVMNode", func() bool {
+	testutil.Eventually(t, "the LVMNode", func() bool {
 		ln := lvmNode(t, "drift-node")
 		return ln != nil && len(ln.Status.DeviceClasses) == 1 && p.Writes() == 1
 	})
@@ -320,7 +310,7 @@ func TestPublisherHoldsUseDrift(t *testing.T) {
 
 	// A new LV is written at once, with the newest use.
 	f.LVM.AddLV(fake.LV{VG: "vg0", Pool: "pool0", Name: "lv9", Size: gib, Tags: []string{"thinlvm"}})
-	eventually(t, "the new LV count", func() bool {
+	testutil.Eventually(t, "the new LV count", func() bool {
 		return lvmNode(t, "drift-node").Status.DeviceClasses[0].LVCount == 4 && p.Writes() == writes+1
 	})
 	if got := lvmNode(t, "drift-node").Status.DeviceClasses[0].DataPercent; got != "13.00" {
@@ -330,7 +320,7 @@ func TestPublisherHoldsUseDrift(t *testing.T) {
 	// A drift of more than 1% in what is available is written.
 	writes = p.Writes()
 	f.LVM.SetPoolUsage("vg0", "pool0", 20, 10.5)
-	eventually(t, "a large use change", func() bool {
+	testutil.Eventually(t, "a large use change", func() bool {
 		return lvmNode(t, "drift-node").Status.DeviceClasses[0].DataPercent == "20.00" && p.Writes() > writes
 	})
 	time.Sleep(200 * time.Millisecond) // four publisher intervals: no second write
@@ -350,9 +340,9 @@ func TestPublisherWritesUseAfterDriftInterval(t *testing.T) {
 	f := startLVMD(t)
 	p := &lvmnode.Publisher{Client: k8sClient, LVMD: f, NodeName: "drift-node-2", Interval: 50 * time.Millisecond, DriftInterval: 500 * time.Millisecond}
 	go func() { _ = p.Start(ctx) }()
-	eventually(t, "the LVMNode", func() bool { ln := lvmNode(t, "drift-node-2"); return ln != nil && len(ln.Status.DeviceClasses) == 1 })
+	testutil.Eventually(t, "the LVMNode", func() bool { ln := lvmNode(t, "drift-node-2"); return ln != nil && len(ln.Status.DeviceClasses) == 1 })
 	f.LVM.SetPoolUsage("vg0", "pool0", 12.7, 10.5)
-	eventually(t, "the drift written", func() bool { return lvmNode(t, "drift-node-2").Status.DeviceClasses[0].DataPercent == "12.70" })
+	testutil.Eventually(t, "the drift written", func() bool { return lvmNode(t, "drift-node-2").Status.DeviceClasses[0].DataPercent == "12.70" })
 }
 
 // A node without a device class's volume group: the LVMNode shows the
@@ -393,7 +383,7 @@ func TestPublisherDeviceClassAppears(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, "Ready False", func() bool { c := ready(); return c != nil && c.Status == metav1.ConditionFalse })
+	testutil.Eventually(t, "Ready False", func() bool { c := ready(); return c != nil && c.Status == metav1.ConditionFalse })
 	if c := ready(); c.Reason != thinlvmv1.ReasonDeviceClassUnavailable || !strings.Contains(c.Message, "device class nvme: volume group vgnvme not found") {
 		t.Errorf("Ready: %s %q, want %s naming the class and its VG", c.Reason, c.Message, thinlvmv1.ReasonDeviceClassUnavailable)
 	}
@@ -410,15 +400,15 @@ func TestPublisherDeviceClassAppears(t *testing.T) {
 	}
 
 	f.LVM.AddVGAndPool(fake.VG{Name: "vgnvme", Size: 16 * gib, Free: 8 * gib}, fake.Pool{VG: "vgnvme", Name: "pool1", Size: 8 * gib})
-	eventually(t, "Ready True", func() bool { c := ready(); return c != nil && c.Status == metav1.ConditionTrue })
+	testutil.Eventually(t, "Ready True", func() bool { c := ready(); return c != nil && c.Status == metav1.ConditionTrue })
 	for _, c := range lvmNode(t, "late-vg-node").Status.DeviceClasses {
 		if c.Unavailable != "" || c.Available.IsZero() {
 			t.Errorf("%s after its VG was made: unavailable %q, available %s", c.Name, c.Unavailable, c.Available.String())
 		}
 	}
 	// Idle now: the resync moves the gauge all the same.
-	at := testutil.ToFloat64(synced)
-	eventually(t, "the sync gauge to move while idle", func() bool { return testutil.ToFloat64(synced) > at })
+	at := promtestutil.ToFloat64(synced)
+	testutil.Eventually(t, "the sync gauge to move while idle", func() bool { return promtestutil.ToFloat64(synced) > at })
 	if ev := nextEvent(t, rec); !strings.HasPrefix(ev, "Normal DeviceClassAvailable device class nvme: thin pool vgnvme/pool1 found") {
 		t.Errorf("event %q, want the class available", ev)
 	}

@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/reconciler"
@@ -111,21 +112,10 @@ func get(t *testing.T, name string) *thinlvmv1.LogicalVolume {
 	return lv
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func readyLV(t *testing.T, name string) *thinlvmv1.LogicalVolume {
 	t.Helper()
 	var lv *thinlvmv1.LogicalVolume
-	eventually(t, name+" to be Ready", func() bool {
+	testutil.Eventually(t, name+" to be Ready", func() bool {
 		lv = get(t, name)
 		return meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady) && lv.Status.ObservedGeneration == lv.Generation
 	})
@@ -134,7 +124,7 @@ func readyLV(t *testing.T, name string) *thinlvmv1.LogicalVolume {
 
 func gone(t *testing.T, name string) {
 	t.Helper()
-	eventually(t, name+" to be deleted", func() bool {
+	testutil.Eventually(t, name+" to be deleted", func() bool {
 		err := k8sClient.Get(context.Background(), types.NamespacedName{Name: name}, &thinlvmv1.LogicalVolume{})
 		return apierrors.IsNotFound(err)
 	})
@@ -277,7 +267,7 @@ func TestDeleteMidCreateLeavesNoLV(t *testing.T) {
 	if err := k8sClient.Create(ctx, newLV("pvc-mid", node, "1Gi")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "CreateLV to start", func() bool { return f.Count("CreateLV") > 0 })
+	testutil.Eventually(t, "CreateLV to start", func() bool { return f.Count("CreateLV") > 0 })
 	if lv := get(t, "pvc-mid"); !controllerutil.ContainsFinalizer(lv, reconciler.Finalizer) {
 		t.Fatal("CreateLV ran before the finalizer was added")
 	}
@@ -299,7 +289,7 @@ func TestFailureConditionAndRetry(t *testing.T) {
 	if err := k8sClient.Create(ctx, newLV("pvc-full", node, "1Gi")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the Failed condition", func() bool {
+	testutil.Eventually(t, "the Failed condition", func() bool {
 		c := meta.FindStatusCondition(get(t, "pvc-full").Status.Conditions, thinlvmv1.ConditionFailed)
 		return c != nil && c.Status == metav1.ConditionTrue
 	})
@@ -371,7 +361,7 @@ func TestSnapshotSourceAndRestart(t *testing.T) {
 	if err := k8sClient.Create(ctx, far); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Unsupported: no transfer endpoint", func() bool {
+	testutil.Eventually(t, "Unsupported: no transfer endpoint", func() bool {
 		c := meta.FindStatusCondition(get(t, "pvc-far").Status.Conditions, thinlvmv1.ConditionFailed)
 		return c != nil && c.Reason == thinlvmv1.ReasonUnsupported
 	})
@@ -399,7 +389,7 @@ func TestUnknownDeviceClassIsDeleted(t *testing.T) {
 	if err := k8sClient.Create(ctx, lv); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the Failed condition", func() bool {
+	testutil.Eventually(t, "the Failed condition", func() bool {
 		c := meta.FindStatusCondition(get(t, lv.Name).Status.Conditions, thinlvmv1.ConditionFailed)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == thinlvmv1.ReasonInvalidSpec
 	})
@@ -472,7 +462,7 @@ func TestTwoObjectsNeverShareAnLV(t *testing.T) {
 	if err := k8sClient.Create(ctx, newLV("tl-snapshot-x", node, "1Gi")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the second to fail with Conflict", func() bool {
+	testutil.Eventually(t, "the second to fail with Conflict", func() bool {
 		c := meta.FindStatusCondition(get(t, "tl-snapshot-x").Status.Conditions, thinlvmv1.ConditionFailed)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == thinlvmv1.ReasonConflict
 	})
@@ -516,7 +506,7 @@ func TestWaitingForBaseWritesOnChangeOnly(t *testing.T) {
 	if err := k8sClient.Create(ctx, lv); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "WaitingForBase", func() bool {
+	testutil.Eventually(t, "WaitingForBase", func() bool {
 		c := meta.FindStatusCondition(get(t, "pvc-waits").Status.Conditions, thinlvmv1.ConditionReady)
 		return c != nil && c.Reason == thinlvmv1.ReasonWaitingForBase
 	})
@@ -540,7 +530,7 @@ func TestWaitingForBaseWritesOnChangeOnly(t *testing.T) {
 	if err := k8sClient.Status().Update(ctx, ln); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "BaseFailed", func() bool {
+	testutil.Eventually(t, "BaseFailed", func() bool {
 		c := meta.FindStatusCondition(get(t, "pvc-waits").Status.Conditions, thinlvmv1.ConditionFailed)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == thinlvmv1.ReasonBaseFailed
 	})

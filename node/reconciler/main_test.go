@@ -6,7 +6,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/thinlvm/thinlvm/e2e/envtest"
+	"github.com/thinlvm/thinlvm/internal/envtest"
 )
 
 // The reconciler runs against a real kube-apiserver and etcd.

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 	"github.com/thinlvm/thinlvm/lvmd/lvm/fake"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
@@ -59,7 +60,7 @@ func TestOrphanLVsAreRemovedAtStart(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	startAgentWith(t, node, f, agentOptions{metrics: reconciler.NewMetrics(reg)})
-	eventually(t, "the orphans removed", func() bool { return orphansRemoved(t, reg) >= 2 })
+	testutil.Eventually(t, "the orphans removed", func() bool { return orphansRemoved(t, reg) >= 2 })
 	time.Sleep(300 * time.Millisecond) // the sweep would be through the rest
 	want := []string{"gi-some-uid", "odd-name", "pvc-kept", "pvc-moved", "scratch"}
 	if got := f.LVNames(t); !slices.Equal(got, want) {
@@ -72,7 +73,7 @@ func TestOrphanLVsAreRemovedAtStart(t *testing.T) {
 		t.Errorf("thinlvm_node_orphan_lvs_removed_total is %v, want 2", n)
 	}
 	for lv, owner := range map[string]string{"pvc-orphan": "pvc-orphan", "tl-snapshot-orphan": "snapshot-orphan"} {
-		eventually(t, "an Event for "+lv, func() bool {
+		testutil.Eventually(t, "an Event for "+lv, func() bool {
 			list := &eventsv1.EventList{}
 			if err := k8sClient.List(ctx, list); err != nil {
 				return false
@@ -126,7 +127,7 @@ func TestOrphanLVNotRemovedIsReported(t *testing.T) {
 	f.SetFail("RemoveLV", status.Error(codes.FailedPrecondition, "logical volume vg0/pvc-open-orphan in use"))
 	reg := prometheus.NewRegistry()
 	startAgentWith(t, node, f, agentOptions{metrics: reconciler.NewMetrics(reg)})
-	eventually(t, "a Warning", func() bool {
+	testutil.Eventually(t, "a Warning", func() bool {
 		list := &eventsv1.EventList{}
 		if err := k8sClient.List(ctx, list); err != nil {
 			return false

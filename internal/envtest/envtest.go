@@ -5,6 +5,7 @@
 package envtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,8 +15,10 @@ import (
 
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
@@ -27,11 +30,17 @@ type Env struct {
 	env    *envtest.Environment
 }
 
-// Options change the API server a test starts.
+// Options change the API server a test starts, and its manager.
 type Options struct {
 	// FeatureGates is kube-apiserver's --feature-gates, e.g.
 	// "CrossNamespaceVolumeDataSource=true".
 	FeatureGates string
+	// Manager is MainWithManager's manager's options; its Scheme and
+	// Metrics are set (client-go's scheme, no metrics server).
+	Manager ctrl.Options
+	// BeforeManager, when set, runs on the API server before
+	// MainWithManager makes its manager: CRDs its watches need.
+	BeforeManager func(*Env) error
 }
 
 // Start starts etcd and kube-apiserver with the CRDs of deploy/crds, and
@@ -77,6 +86,51 @@ func Main(m *testing.M, set func(*Env)) {
 	}
 	set(env)
 	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// MainWithManager runs a package's tests against one API server and one
+// controller-runtime manager on it. setup registers the reconcilers and
+// makes the fixtures before the manager starts; the manager runs until the
+// tests end, and they start once its cache has synced. A test binary
+// whose API server, manager or setup fails, fails.
+func MainWithManager(m *testing.M, o Options, setup func(ctx context.Context, env *Env, mgr ctrl.Manager) error) {
+	env, err := StartWith(o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if o.BeforeManager != nil {
+		err = o.BeforeManager(env)
+	}
+	var mgr ctrl.Manager
+	if err == nil {
+		mo := o.Manager
+		mo.Scheme, mo.Metrics = scheme.Scheme, metricsserver.Options{BindAddress: "0"}
+		mgr, err = ctrl.NewManager(env.Config, mo)
+	}
+	if err == nil {
+		err = setup(ctx, env, mgr)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		cancel()
+		_ = env.Stop()
+		os.Exit(1)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+		}
+	}()
+	mgr.GetCache().WaitForCacheSync(ctx)
+	code := m.Run()
+	cancel()
+	<-done
 	_ = env.Stop()
 	os.Exit(code)
 }
