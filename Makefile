@@ -35,34 +35,31 @@ generate: ## Regenerate checked-in code: protobuf/gRPC, deepcopy, the chart's CR
 	cd deploy/chart && CGO_ENABLED=0 $(GO) run -trimpath ./render -kube-version=v$(K8S_NEWEST).0   # deploy/'s kustomize tree from the chart (its own module: Helm's SDK)
 
 .PHONY: verify
-verify: generate verify-imports ## Check formatting, vet, the import boundaries, and that generated code is current.
+verify: generate lint ## Check formatting, vet, lint with the import boundaries, and that generated code is current.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet -race ./...   # -race: test-unit's build flags, so that the packages vet compiles are test-unit's too (a cold machine compiled them twice)
 	$(GO) mod tidy -diff
 	cd e2e/topolvm && $(GO) vet ./... && $(GO) mod tidy -diff   # the TopoLVM benchmark's own module compiles
 	cd e2e/cluster/addons && $(GO) mod tidy -diff   # the test cluster's add-ons' module
 	cd e2e/conformance && $(GO) mod tidy -diff   # Kubernetes' storage suite's module (e2e.test, agnhost)
+	cd hack/tools && $(GO) mod tidy -diff   # the linter's module
 	cd deploy/chart && CGO_ENABLED=0 $(GO) vet -trimpath ./... && $(GO) mod tidy -diff   # the Helm chart's module
 	for m in $(K8S_OLDER); do (cd scheduler/k8s$$m && $(GO) mod tidy -diff) || exit 1; done   # each older minor's scheduler module
 	@git diff --exit-code -- . ':!go.sum' || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy; exit 1; }
 
-# The one-way arrows between the packages (docs/architecture.md): each rule
-# is a package pattern and the imports it must not have.
-M := github.com/thinlvm/thinlvm
-.PHONY: verify-imports
-verify-imports: ## Check that no package imports across the architecture's boundaries.
-	@fail=0; deps() { $(GO) list -f '{{.ImportPath}}: {{join .Imports " "}}{{if .TestImports}} {{join .TestImports " "}}{{end}}' $$1; }; \
-	check() { out=$$(deps "$$1" | grep -E "^[^:]*:.* ($$2)( |$$)"); if [ -n "$$out" ]; then echo "$$3:"; echo "$$out" | cut -c1-200; fail=1; fi; }; \
-	check './api/...' '$(M)/(lvmd|node|controller|scheduler|cmd|e2e)(/[^ ]*)?' 'api imports nothing of ours outside api/ and internal/'; \
-	check './internal/...' '$(M)/(lvmd|node|controller|scheduler|cmd|e2e)(/[^ ]*)?' 'internal imports nothing of ours outside api/ and internal/'; \
-	check './lvmd/...' 'k8s.io/(api|apimachinery|client-go)/[^ ]*|sigs.k8s.io/controller-runtime[^ ]*|$(M)/(node|controller|scheduler|cmd|e2e)(/[^ ]*)?|$(M)/api/v1alpha1' 'lvmd imports nothing of Kubernetes and nothing of ours but api/lvmname'; \
-	check './node/...' '$(M)/(controller|scheduler)(/[^ ]*)?|$(M)/lvmd/(lvm|server|config)(/[^ ]*)?' 'node imports lvmd only through lvmd/proto, and never controller or scheduler'; \
-	check './node/csi/...' '$(M)/node/reconciler' 'the CSI node service does not import the reconciler'; \
-	check './controller/...' '$(M)/(node|scheduler|lvmd)(/[^ ]*)?' 'controller imports neither node, scheduler nor lvmd'; \
-	check './scheduler/...' '$(M)/(node|controller|lvmd)(/[^ ]*)?' 'scheduler imports neither node, controller nor lvmd'; \
-	check "$$($(GO) list ./... | grep -v /e2e/)" '$(M)/e2e(/[^ ]*)?' 'product code never imports e2e'; \
-	exit $$fail
+# golangci-lint, built from its module (hack/tools/go.mod, its own module so
+# that the product's go.mod pins none of its dependencies) into the cache,
+# keyed by that module's go.sum. .golangci.yml: staticcheck, errorlint,
+# revive, govet, and depguard, whose rules are the one-way arrows between
+# the packages (docs/architecture.md), over test files too.
+LINT_DIR := $(CACHE_DIR)/tools
+.PHONY: lint
+lint: ## Lint (.golangci.yml): staticcheck, errorlint, revive, and the architecture's import boundaries (depguard) in code and tests.
+	@key=$$(sha256sum hack/tools/go.sum | cut -c1-12); bin=$(LINT_DIR)/golangci-lint-$$key; \
+	if [ ! -x "$$bin" ]; then echo "building golangci-lint (hack/tools) into $$bin"; mkdir -p $(LINT_DIR) && \
+	  (cd hack/tools && $(GO) build -trimpath -o "$$bin.tmp" github.com/golangci/golangci-lint/v2/cmd/golangci-lint) && mv "$$bin.tmp" "$$bin" || exit 1; fi; \
+	"$$bin" run ./...
 
 .PHONY: build
 build: ## Build the binaries into bin/.

@@ -250,5 +250,5 @@ type GoldenImageList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&GoldenImage{}, &GoldenImageList{})
+	register(&GoldenImage{}, &GoldenImageList{})
 }

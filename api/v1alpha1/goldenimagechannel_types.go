@@ -90,5 +90,5 @@ type GoldenImageChannelList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&GoldenImageChannel{}, &GoldenImageChannelList{})
+	register(&GoldenImageChannel{}, &GoldenImageChannelList{})
 }

@@ -270,5 +270,5 @@ type LogicalVolumeList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&LogicalVolume{}, &LogicalVolumeList{})
+	register(&LogicalVolume{}, &LogicalVolumeList{})
 }

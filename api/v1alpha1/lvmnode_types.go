@@ -240,5 +240,5 @@ type LVMNodeList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&LVMNode{}, &LVMNodeList{})
+	register(&LVMNode{}, &LVMNodeList{})
 }

@@ -27,7 +27,7 @@ func installSnapshotCRDs(cfg *rest.Config) error {
 	}
 	var mod struct{ Dir string }
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return fmt.Errorf("locate module %s: no directory in %q (%v)", snapshotClientModule, out, err)
+		return fmt.Errorf("locate module %s: no directory in %q (%w)", snapshotClientModule, out, err)
 	}
 	dir := filepath.Join(mod.Dir, "config", "crd")
 	if _, err := crenvtest.InstallCRDs(cfg, crenvtest.CRDInstallOptions{ErrorIfPathMissing: true, Paths: []string{

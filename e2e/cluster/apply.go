@@ -65,6 +65,7 @@ func (c *Cluster) ApplyYAML(ctx context.Context, data []byte) error {
 			continue
 		}
 		u.SetManagedFields(nil)
+		//nolint:staticcheck // SA1019: a manifest's unstructured objects, applied as kubectl apply --server-side does; every suite installs through this line, so its move to Client.Apply waits for a run of them.
 		if err := c.Client.Patch(ctx, u, client.Apply, client.FieldOwner("thinlvm-e2e"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
 		}

@@ -330,7 +330,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if o.K8sMinor != "" {
 		module := filepath.Join("scheduler", "k8s"+o.K8sMinor)
 		if _, err := os.Stat(filepath.Join(root, module, "go.mod")); err != nil {
-			return c, fmt.Errorf("Kubernetes %s: no scheduler build for it (%w)", o.K8sMinor, err)
+			return c, fmt.Errorf("no scheduler build for Kubernetes %s (%w)", o.K8sMinor, err)
 		}
 		c.Deploy = filepath.Join(root, "deploy", "k8s"+o.K8sMinor)
 		if c.ControlBin, err = buildK8s(ctx, logw, progress, []string{"K8S_MODULE=" + module},

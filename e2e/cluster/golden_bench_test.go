@@ -46,7 +46,8 @@ func bigImage(b *testing.B, size, data int64) []byte {
 		b.Fatal(err)
 	}
 	img := filepath.Join(dir, "disk.raw")
-	if err := os.WriteFile(img, nil, 0o644); err == nil {
+	err = os.WriteFile(img, nil, 0o644)
+	if err == nil {
 		err = os.Truncate(img, size)
 	}
 	if err != nil {

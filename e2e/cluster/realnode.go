@@ -139,7 +139,7 @@ func (c *Cluster) WaitNodeReady(ctx context.Context, nodeName string, vm *lvmvm.
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s not Ready after 10m (%v): %+v\n%s", nodeName, err, node.Status.Conditions, c.RealNodeLogs(vm))
+			return fmt.Errorf("node %s not Ready after 10m (%w): %+v\n%s", nodeName, err, node.Status.Conditions, c.RealNodeLogs(vm))
 		}
 		select {
 		case <-ctx.Done():

@@ -176,7 +176,7 @@ func (c *Cluster) RunStorageSuite(ctx context.Context, o StorageSuiteOptions) ([
 	fmt.Fprintf(c.log, "storage suite: ended after %.1fs (%v)\n", time.Since(t0).Seconds(), runErr)
 	results, err := readGinkgoReport(report)
 	if err != nil {
-		return nil, fmt.Errorf("e2e.test (%v): %w", runErr, err)
+		return nil, fmt.Errorf("e2e.test (%w): %w", runErr, err)
 	}
 	return results, nil
 }

@@ -148,7 +148,7 @@ func main() {
 type claim struct {
 	name, mode, class string
 	created, bound    time.Time
-	node, lv, origin  string
+	node, lv          string
 	// pod is the claim's pod; read is what it printed of its volume (on
 	// the real node).
 	pod  *corev1.Pod

@@ -158,7 +158,7 @@ func (vm *VM) StartCSINode(ctx context.Context, nodeName string) error {
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(filepath.Join(vm.ShareDir(), "thinlvm-node.log"))
-			return fmt.Errorf("csi node not ready after 1m (%v); log:\n%s", err, b)
+			return fmt.Errorf("csi node not ready after 1m (%w); log:\n%s", err, b)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

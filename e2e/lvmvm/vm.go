@@ -284,7 +284,7 @@ func (vm *VM) boot(ctx context.Context) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("VM exited during boot (%v); console:\n%s", vm.waitErr, vm.Console())
+			return fmt.Errorf("VM exited during boot (%w); console:\n%s", vm.waitErr, vm.Console())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):

@@ -118,7 +118,7 @@ func (r *ExecRunner) Run(ctx context.Context, args ...string) ([]byte, error) {
 			if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 				// Killed by someone else in the middle of its work: what it
 				// changed is not known.
-				cerr.err = fmt.Errorf("%w (%v)", ErrOutcomeUnknown, err)
+				cerr.err = fmt.Errorf("%w (%w)", ErrOutcomeUnknown, err)
 			}
 		}
 		return stdout.Bytes(), cerr

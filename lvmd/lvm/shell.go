@@ -392,7 +392,7 @@ func (sh *shell) dead() bool {
 // write sends one command line.
 func (sh *shell) write(line string) error {
 	if sh.dead() {
-		return fmt.Errorf("the lvm shell has ended (%v)", sh.waitErr)
+		return fmt.Errorf("the lvm shell has ended (%w)", sh.waitErr)
 	}
 	if _, err := io.WriteString(sh.stdin, line+"\n"); err != nil {
 		return err
@@ -422,9 +422,9 @@ func (sh *shell) next() ([]byte, error) {
 	}
 	select {
 	case <-sh.exited:
-		return nil, fmt.Errorf("%w (%v; stderr: %s)", ErrOutcomeUnknown, sh.waitErr, strings.TrimSpace(sh.stderr.String()))
+		return nil, fmt.Errorf("%w (%w; stderr: %s)", ErrOutcomeUnknown, sh.waitErr, strings.TrimSpace(sh.stderr.String()))
 	case <-time.After(2 * time.Second):
-		return nil, fmt.Errorf("%w: read its report: %v", ErrOutcomeUnknown, sh.readErr)
+		return nil, fmt.Errorf("%w: read its report: %w", ErrOutcomeUnknown, sh.readErr)
 	}
 }
 
@@ -497,7 +497,7 @@ func result(args []string, doc []byte) ([]byte, error) {
 		Log []logEntry `json:"log"`
 	}
 	if err := json.Unmarshal(doc, &d); err != nil {
-		return nil, &CommandError{Args: args, ExitCode: -1, err: fmt.Errorf("%w: parse its log report: %v", ErrOutcomeUnknown, err)}
+		return nil, &CommandError{Args: args, ExitCode: -1, err: fmt.Errorf("%w: parse its log report: %w", ErrOutcomeUnknown, err)}
 	}
 	if len(d.Log) == 0 {
 		return nil, &CommandError{Args: args, ExitCode: -1, err: fmt.Errorf("%w: its log report is empty", ErrOutcomeUnknown)}

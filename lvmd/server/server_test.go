@@ -214,7 +214,7 @@ func TestStart(t *testing.T) {
 			tt.modify(f)
 			d := New(testConfig(), f, nil, Options{}, logr.Discard())
 			err := d.Start(t.Context())
-			switch want := tt.wantErr.(type) {
+			switch want := tt.wantErr.(type) { //nolint:errorlint // the table's wanted error, not a returned one
 			case nil:
 				if err != nil {
 					t.Fatalf("Start: %v", err)

@@ -43,8 +43,8 @@ func TestValidateThinLVMArgs(t *testing.T) {
 			err := ValidateThinLVMArgs(path, &a)
 			var got field.ErrorList
 			if err != nil {
-				for _, e := range err.(interface{ Errors() []error }).Errors() {
-					got = append(got, e.(*field.Error))
+				for _, e := range err.(interface{ Errors() []error }).Errors() { //nolint:errorlint // the aggregate ValidateThinLVMArgs returns, unwrapped
+					got = append(got, e.(*field.Error)) //nolint:errorlint // its items, unwrapped
 				}
 			}
 			if d := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(field.Error{}, "Detail", "Origin", "CoveredByDeclarative")); d != "" {
