@@ -79,12 +79,12 @@ test: test-unit test-minors test-fuzz test-images test-monitoring test-vm ## Run
 .PHONY: test-unit
 test-unit: ## Unit tests (fakes at the lvm runner and lvmd client), reconciler tests on a real kube-apiserver + etcd, and the Helm chart's tests (lint, values, a server-side dry run).
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
-	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e/ -e /deploy/images -e /deploy/monitoring) && \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e/ -e /hack/images -e /deploy/monitoring) && \
 	cd deploy/chart && CGO_ENABLED=0 KUBEBUILDER_ASSETS=$$assets $(GO) test -trimpath -count=1 ./...   # the Helm chart: lint, values, a server-side dry run
 # The chart module builds, vets and tests with build.sh's flags for its
 # helm command (no cgo, -trimpath): Helm's packages compile once for all.
 
-# The flags are deploy/images' and build.sh's for the same minor
+# The flags are hack/images' and build.sh's for the same minor
 # (-trimpath, no cgo, -tags k8s<minor>): the k8s.io packages a minor's
 # test compiles are those its scheduler image and control plane link.
 .PHONY: test-minors
@@ -110,7 +110,7 @@ test-fuzz: ## Short fuzz runs (about 10s each) of the parsers and validators, se
 
 # The images: OCI layout in bin/images; PUSH=<registry>/<repo> also pushes
 # them (<repo>/<name>:<tag>). The node images' Debian packages are pinned in
-# deploy/images/*.packages and cached in the user cache directory.
+# hack/images/*.packages and cached in the user cache directory.
 PUSH ?=
 # The images' tag and the programs' version: VERSION, or for make release
 # the tag vX.Y.Z that HEAD carries (git describe), else the chart's
@@ -119,11 +119,11 @@ VERSION ?=
 RELEASE_VERSION = $(or $(VERSION),$(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null))
 .PHONY: images
 images: ## Build the container images (OCI layout in bin/images), reproducibly; PUSH=<registry>/<repo> pushes them, VERSION=vX.Y.Z tags them.
-	$(GO) run ./deploy/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH)) $(if $(VERSION),-tag $(VERSION))
+	$(GO) run ./hack/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH)) $(if $(VERSION),-tag $(VERSION))
 
 .PHONY: images-pin
 images-pin: ## Re-pin the node images' Debian packages to what the machine's apt sources offer now.
-	$(GO) run ./deploy/images -pin
+	$(GO) run ./hack/images -pin
 
 # Everyday tests build the images for this machine's arch only: the other
 # arch is a cross-compile of every program, most of a cold build's time.
@@ -134,17 +134,17 @@ HOSTARCH := $(shell $(GO) env GOARCH)
 # run for what needs them: test-images checks them, the VM suites run them.
 .PHONY: host-images
 host-images:
-	$(GO) run ./deploy/images -arch $(HOSTARCH) -out $(BIN)/images
+	$(GO) run ./hack/images -arch $(HOSTARCH) -out $(BIN)/images
 
 .PHONY: test-images
 test-images: host-images ## The images (this machine's arch): reproducible digests, push and pull, every program starts from the image's own files.
-	$(GO) test -count=1 -timeout 20m ./deploy/images/ -args -images.arches=$(HOSTARCH) -images.layout=$(BIN)/images
+	$(GO) test -count=1 -timeout 20m ./hack/images/ -args -images.arches=$(HOSTARCH) -images.layout=$(BIN)/images
 
 .PHONY: release
 release: ## The images for every arch (OCI layout in bin/images), checked as test-images checks one; tagged VERSION=vX.Y.Z or HEAD's git tag; PUSH=<registry>/<repo> pushes them and packages the chart with their digests pinned (bin/thinlvm-<version>.tgz).
-	$(GO) run ./deploy/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH) -release-file $(BIN)/release.json) $(if $(RELEASE_VERSION),-tag $(RELEASE_VERSION))
+	$(GO) run ./hack/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH) -release-file $(BIN)/release.json) $(if $(RELEASE_VERSION),-tag $(RELEASE_VERSION))
 	$(if $(PUSH),cd deploy/chart && CGO_ENABLED=0 $(GO) run -trimpath ./package -release $(BIN)/release.json -out $(BIN))
-	$(GO) test -count=1 -timeout 40m ./deploy/images/ -args -images.arches=amd64,arm64
+	$(GO) test -count=1 -timeout 40m ./hack/images/ -args -images.arches=amd64,arm64
 
 # promtool, built from its Go module (outside this module's go.mod) into the
 # user cache; `go install` skips the build when it is current. The tests use
@@ -254,7 +254,7 @@ compat-%:
 
 .PHONY: bench
 bench: lvmvm-image ## Benchmarks (and every arch's images, checked): lvmd on real lvm2 (ratios), a node full of LVs (about 30 min), lvmd beside TopoLVM's, 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm, the controller's GetCapacity against 2,000 LVMNodes, hollow nodes at 1,000 and 2,500 (HOLLOW_SIZES=a,b).
-	$(GO) test -count=1 -timeout 40m ./deploy/images/ -args -images.arches=amd64,arm64   # every arch's images, as make release checks them
+	$(GO) test -count=1 -timeout 40m ./hack/images/ -args -images.arches=amd64,arm64   # every arch's images, as make release checks them
 	$(GO) test -count=1 -timeout 75m -run '^$$' -bench . -benchtime 1x ./e2e/lvmvm/...
 	cd e2e/topolvm && $(GO) test -count=1 -timeout 40m -run '^$$' -bench . -benchtime 1x ./...
 	$(GO) test -count=1 -timeout 45m -run '^$$' -bench . -benchtime 1x ./e2e/cluster/...

@@ -283,7 +283,7 @@ func Build(ctx context.Context, log io.Writer, progress func(Progress), minor st
 	progress(Progress{Step: "building thinlvm's images", N: buildComponents, Of: buildComponents, Since: time.Now()})
 	// This machine's arch only (the pods run here), and the scheduler of
 	// one Kubernetes minor: the control plane's.
-	images := exec.CommandContext(ctx, "go", "run", "./deploy/images", "-arch="+goruntime.GOARCH, "-k8s-minors="+cmp.Or(minor, "newest"),
+	images := exec.CommandContext(ctx, "go", "run", "./hack/images", "-arch="+goruntime.GOARCH, "-k8s-minors="+cmp.Or(minor, "newest"),
 		"-out", filepath.Join(bin, "images"))
 	images.Dir = root
 	built, err := images.CombinedOutput()

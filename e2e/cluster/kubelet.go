@@ -27,8 +27,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/thinlvm/thinlvm/deploy/images/imageroot"
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
+	"github.com/thinlvm/thinlvm/internal/imageroot"
 )
 
 // There is no container runtime here: the harness plays the kubelet. For a

@@ -2,7 +2,7 @@
 // version and appVersion the release's tag, and its values.yaml naming
 // the registry the images were pushed to and pinning each image by the
 // digest it was pushed with. The digests come from the file `go run
-// ./deploy/images -release-file` writes; values.yaml keeps its comments.
+// ./hack/images -release-file` writes; values.yaml keeps its comments.
 //
 //	go run ./package -release ../../bin/images/release.json -out ../../bin
 package main
@@ -23,7 +23,7 @@ import (
 	"github.com/thinlvm/thinlvm/deploy/chart"
 )
 
-// Release is what deploy/images writes of a build: the registry and
+// Release is what hack/images writes of a build: the registry and
 // repository prefix it pushed to, the tag, and each image's digest by
 // name (the schedulers' as thinlvm-scheduler-k8s<minor>).
 type Release struct {
@@ -34,7 +34,7 @@ type Release struct {
 
 func main() {
 	dir := flag.String("chart", ".", "the chart's directory")
-	rel := flag.String("release", "", "the build's release file (deploy/images -release-file)")
+	rel := flag.String("release", "", "the build's release file (hack/images -release-file)")
 	out := flag.String("out", ".", "where to write thinlvm-<version>.tgz")
 	flag.Parse()
 	path, err := pack(*dir, *rel, *out)

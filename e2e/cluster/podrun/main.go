@@ -33,7 +33,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/thinlvm/thinlvm/deploy/images/imageroot"
+	"github.com/thinlvm/thinlvm/internal/imageroot"
 
 	"golang.org/x/sys/unix"
 )

@@ -27,7 +27,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"sigs.k8s.io/yaml"
 
-	"github.com/thinlvm/thinlvm/deploy/images/imageroot"
+	"github.com/thinlvm/thinlvm/internal/imageroot"
 )
 
 // These tests build the images from this checkout, for this machine's
@@ -70,7 +70,7 @@ func buildOnce(t *testing.T) []built {
 			buildErr = err
 			return
 		}
-		images, buildErr = buildAll(context.Background(), specs, "deploy/images", debCache(t), defaultTag, testArches(t))
+		images, buildErr = buildAll(context.Background(), specs, "hack/images", debCache(t), defaultTag, testArches(t))
 	})
 	if buildErr != nil {
 		t.Fatalf("build the images: %v", buildErr)
@@ -103,7 +103,7 @@ func digests(t *testing.T, bs []built) map[string]v1.Hash {
 // for the same arches (make's host-images, which the VM suites run):
 // TestReproducible compares this process's build with it rather than
 // building a second time.
-var layoutFlag = flag.String("images.layout", "", "an OCI layout `go run ./deploy/images` built from this checkout for the same arches: TestReproducible compares with it instead of building twice")
+var layoutFlag = flag.String("images.layout", "", "an OCI layout `go run ./hack/images` built from this checkout for the same arches: TestReproducible compares with it instead of building twice")
 
 // Two builds from the same tree give the same digests, those of the
 // indexes and so of every arch's image.
@@ -113,7 +113,7 @@ func TestReproducible(t *testing.T) {
 	if *layoutFlag != "" {
 		second = layoutDigests(t, *layoutFlag)
 	} else {
-		again, err := buildAll(context.Background(), specs, "deploy/images", debCache(t), defaultTag, testArches(t))
+		again, err := buildAll(context.Background(), specs, "hack/images", debCache(t), defaultTag, testArches(t))
 		if err != nil {
 			t.Fatal(err)
 		}

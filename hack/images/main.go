@@ -13,7 +13,7 @@
 // list is sorted. The scheduler's image is built once per supported
 // Kubernetes minor, tagged <tag>-k8s<minor> (-k8s-minors picks fewer).
 //
-//	go run ./deploy/images -out bin/images [-arch amd64,arm64] [-k8s-minors 1.37] [-push registry/repo [-release-file f]] [-tag v0.1.0]
+//	go run ./hack/images -out bin/images [-arch amd64,arm64] [-k8s-minors 1.37] [-push registry/repo [-release-file f]] [-tag v0.1.0]
 package main
 
 import (
@@ -33,7 +33,7 @@ func main() {
 	flag.StringVar(&o.push, "push", "", "registry and repository prefix to push to, e.g. ghcr.io/thinlvm (the images are <prefix>/<name>:<tag>)")
 	flag.StringVar(&o.tag, "tag", defaultTag, "the images' tag")
 	flag.StringVar(&o.debs, "debs", "", "cache directory of the downloaded .deb files (default: the user cache directory)")
-	flag.StringVar(&o.packages, "packages", "deploy/images", "directory of the <image>.packages lists")
+	flag.StringVar(&o.packages, "packages", "hack/images", "directory of the <image>.packages lists")
 	flag.BoolVar(&o.insecure, "insecure", false, "push over plain HTTP (a registry on this machine)")
 	flag.StringVar(&o.releaseFile, "release-file", "", "with -push: write the pushed images' registry, tag and digests to this file (JSON), which deploy/chart's package command pins in the chart")
 	archList := flag.String("arch", strings.Join(arches, ","), "comma-separated architectures to build the images for")
