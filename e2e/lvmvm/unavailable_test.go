@@ -92,6 +92,11 @@ func TestDeviceClassAppears(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "volume group vglate not found") {
 		t.Fatalf("CreateLV in late before its VG: %v, want FailedPrecondition naming the VG", err)
 	}
+	// The reason tells this refusal from a foreign LV's: the node agent
+	// retries it (DeviceClassUnavailable), and never a foreign LV.
+	if r := pb.ReasonOf(err); r != pb.ErrorReason_ERROR_REASON_DEVICE_CLASS_UNAVAILABLE {
+		t.Errorf("CreateLV in late before its VG: reason %v, want %v", r, pb.ErrorReason_ERROR_REASON_DEVICE_CLASS_UNAVAILABLE)
+	}
 
 	if err := testVM.SetupThinPool(ctx, "/dev/vdl", "vglate", "pool", "32M", "4M"); err != nil {
 		t.Fatal(err)
