@@ -13,6 +13,9 @@ import (
 	framework "k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
+// maxScore is the top of the framework's node score range.
+const maxScore = framework.MaxNodeScore
+
 type (
 	handle              = framework.Handle
 	fwPlugin            = framework.Plugin

@@ -14,6 +14,9 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
+// maxScore is the top of the framework's node score range.
+const maxScore = fwk.MaxNodeScore
+
 type (
 	handle              = fwk.Handle
 	fwPlugin            = fwk.Plugin

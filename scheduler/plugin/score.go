@@ -13,9 +13,6 @@ import (
 	"github.com/thinlvm/thinlvm/scheduler/apis/config"
 )
 
-// maxScore is the framework's node score range, 0 to 100.
-const maxScore = 100
-
 // capacityScore rates the room left after placing need bytes into free
 // bytes of a total: spread (LeastAllocated) prefers more room left,
 // bin-pack (MostAllocated) less.
@@ -25,7 +22,7 @@ func capacityScore(strategy config.CapacityStrategy, free, need, total int64) in
 	}
 	// In floating point: (free-need)*100 overflows int64 past 92 PB, and
 	// free comes from a status a node writes.
-	left := int64(float64(free-need) / float64(total) * maxScore)
+	left := int64(float64(free-need) / float64(total) * float64(maxScore))
 	left = min(max(left, 0), maxScore)
 	if strategy == config.MostAllocated {
 		return maxScore - left

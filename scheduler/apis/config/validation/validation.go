@@ -4,6 +4,9 @@
 package validation
 
 import (
+	"maps"
+	"slices"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/thinlvm/thinlvm/scheduler/apis/config"
@@ -22,16 +25,20 @@ func ValidateThinLVMArgs(path *field.Path, args *config.ThinLVMArgs) error {
 		errs = append(errs, field.NotSupported(path.Child("capacityStrategy"), args.CapacityStrategy,
 			[]string{string(config.LeastAllocated), string(config.MostAllocated)}))
 	}
-	for name, w := range map[string]int64{"capacityWeight": args.CapacityWeight, "localityWeight": args.LocalityWeight} {
-		if w < 0 || w > MaxWeight {
-			errs = append(errs, field.Invalid(path.Child(name), w, "must be in [0, 100]"))
+	// In a stable order: the fields', then the classes' sorted.
+	for _, f := range []struct {
+		name string
+		w    int64
+	}{{"capacityWeight", args.CapacityWeight}, {"localityWeight", args.LocalityWeight}} {
+		if f.w < 0 || f.w > MaxWeight {
+			errs = append(errs, field.Invalid(path.Child(f.name), f.w, "must be in [0, 100]"))
 		}
 	}
 	if args.CapacityWeight == 0 && args.LocalityWeight == 0 {
 		errs = append(errs, field.Invalid(path.Child("capacityWeight"), args.CapacityWeight, "capacityWeight and localityWeight cannot both be 0"))
 	}
-	for class, w := range args.DeviceClassWeights {
-		if w < 0 || w > MaxWeight {
+	for _, class := range slices.Sorted(maps.Keys(args.DeviceClassWeights)) {
+		if w := args.DeviceClassWeights[class]; w < 0 || w > MaxWeight {
 			errs = append(errs, field.Invalid(path.Child("deviceClassWeights").Key(class), w, "must be in [0, 100]"))
 		}
 	}
