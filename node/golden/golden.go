@@ -31,6 +31,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/jobs"
 	"github.com/thinlvm/thinlvm/node/lvmd"
 	"github.com/thinlvm/thinlvm/node/transfer"
 )
@@ -69,18 +70,19 @@ type Reconciler struct {
 	// image's Lease without renewing it; default 30s.
 	LeaseDuration time.Duration
 
-	mu       sync.Mutex
-	pops     map[string]*population // by GoldenImage name
+	mu sync.Mutex
+	// pops are the running populations, by GoldenImage name; mu orders
+	// a population's end (pops and failures together) against Reconcile.
+	pops     jobs.Set[*population]
 	failures map[string]*failure
 	wake     chan event.GenericEvent
 	statusMu sync.Mutex
 }
 
-// population is one running population of a base.
+// population is one running population of a base (a job of pops).
 type population struct {
-	uid    types.UID
-	prog   progress
-	cancel context.CancelFunc
+	uid  types.UID
+	prog progress
 
 	mu   sync.Mutex
 	src  string // where the data comes from: origin, volume, or a peer
@@ -123,7 +125,7 @@ type failure struct {
 // SetupWithManager registers the reconciler, and a start-up sweep that
 // finds bases whose GoldenImage was deleted while the agent was down.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.pops, r.failures = map[string]*population{}, map[string]*failure{}
+	r.failures = map[string]*failure{}
 	r.wake = make(chan event.GenericEvent, 64)
 	imageOf := func(_ context.Context, o client.Object) []reconcile.Request {
 		lv, ok := o.(*thinlvmv1.LogicalVolume)
@@ -222,8 +224,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// is Terminating: its finalizer holds it, and so does its base here.
 	gone := apierrors.IsNotFound(err) || !gi.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(gi, thinlvmv1.GoldenImageChannelFinalizer)
 	r.mu.Lock()
-	if pop := r.pops[name]; pop != nil && (gone || pop.uid != gi.UID) {
-		pop.cancel() // its end wakes this reconciler again
+	if j := r.pops.Get(name); j != nil && (gone || j.State.uid != gi.UID) {
+		j.Cancel() // its end wakes this reconciler again
 		r.mu.Unlock()
 		return ctrl.Result{}, nil
 	}
@@ -251,11 +253,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	r.mu.Lock()
-	pop := r.pops[name]
+	pop := r.pops.Get(name)
 	fail := r.failures[name]
 	r.mu.Unlock()
 	switch {
-	case pop != nil && pop.uid == gi.UID:
+	case pop != nil && pop.State.uid == gi.UID:
 		return ctrl.Result{}, nil // running; it reports its progress
 	case current != nil && current.GetReadOnly():
 		return ctrl.Result{}, r.ready(ctx, gi, current)
@@ -388,18 +390,17 @@ func (r *Reconciler) start(ctx context.Context, gi *thinlvmv1.GoldenImage) {
 	logger := log.FromContext(ctx).WithValues("image", gi.Name)
 	// The population outlives the reconcile, not the agent, and stops
 	// when its GoldenImage goes.
-	ctx, cancel := context.WithCancel(log.IntoContext(context.WithoutCancel(ctx), logger))
-	pop := &population{uid: gi.UID, cancel: cancel}
-	r.mu.Lock()
-	r.pops[gi.Name] = pop
-	r.mu.Unlock()
+	ctx = log.IntoContext(ctx, logger)
 	gi = gi.DeepCopy()
-	go func() {
-		defer cancel()
-		begin := time.Now()
-		n, err := r.populate(ctx, gi, pop)
+	begin := time.Now()
+	var n int64
+	r.pops.Start(ctx, gi.Name, &population{uid: gi.UID}, func(ctx context.Context, j *jobs.Job[*population]) (err error) {
+		n, err = r.populate(ctx, gi, j.State)
+		return err
+	}, func(j *jobs.Job[*population]) {
+		err, pop := j.Err(), j.State
 		r.mu.Lock()
-		delete(r.pops, gi.Name)
+		r.pops.Forget(gi.Name, j)
 		if err != nil {
 			f := r.failures[gi.Name]
 			if f == nil || f.uid != gi.UID {
@@ -422,7 +423,7 @@ func (r *Reconciler) start(ctx context.Context, gi *thinlvmv1.GoldenImage) {
 			r.event(gi, corev1.EventTypeNormal, "Populated", "node %s: base populated with %d bytes from %s in %s", r.NodeName, n, pop.from(), time.Since(begin).Round(time.Millisecond))
 		}
 		r.poke(gi.Name)
-	}()
+	})
 }
 
 // populate makes the base from the first source that can serve it (see

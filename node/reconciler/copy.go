@@ -17,6 +17,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/jobs"
 	"github.com/thinlvm/thinlvm/node/transfer"
 	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
 )
@@ -31,22 +32,19 @@ func copyingMessage(st *thinlvmv1.TransferStatus) string {
 	return msg
 }
 
-// copyJob is one running copy into one LogicalVolume's LV.
-type copyJob struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error // set before done closes
-
+// copyState is a running copy's state, which its job writes and the
+// reconcile reports.
+type copyState struct {
 	mu      sync.Mutex
 	st      thinlvmv1.TransferStatus
 	session *transfer.Session
 }
 
-func (j *copyJob) status() thinlvmv1.TransferStatus {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	st := *j.st.DeepCopy()
-	if s := j.session; s != nil {
+func (c *copyState) status() thinlvmv1.TransferStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := *c.st.DeepCopy()
+	if s := c.session; s != nil {
 		p := s.Progress()
 		st.BytesDone, st.BytesTotal, st.BytesSent = p.Done, p.Total, p.Sent
 		if secs := time.Since(p.Start).Seconds(); secs > 0 && !p.Start.IsZero() {
@@ -54,59 +52,6 @@ func (j *copyJob) status() thinlvmv1.TransferStatus {
 		}
 	}
 	return st
-}
-
-// copies are the running copies of a reconciler, by LogicalVolume name.
-type copies struct {
-	mu   sync.Mutex
-	jobs map[string]*copyJob
-}
-
-func (c *copies) get(name string) *copyJob {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.jobs[name]
-}
-
-func (c *copies) put(name string, j *copyJob) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.jobs == nil {
-		c.jobs = map[string]*copyJob{}
-	}
-	c.jobs[name] = j
-}
-
-func (c *copies) forget(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.jobs, name)
-}
-
-// stop cancels the copy into name, if any, and waits until it ended (and
-// removed its half-filled LV).
-func (c *copies) stop(name string) {
-	j := c.get(name)
-	if j == nil {
-		return
-	}
-	j.cancel()
-	<-j.done
-	c.forget(name)
-}
-
-// stopAll cancels every copy and waits until they ended (each removes its
-// half-filled LV): the agent is stopping.
-func (c *copies) stopAll() {
-	c.mu.Lock()
-	names := make([]string, 0, len(c.jobs))
-	for name := range c.jobs {
-		names = append(names, name)
-	}
-	c.mu.Unlock()
-	for _, name := range names {
-		c.stop(name)
-	}
 }
 
 // incomplete tells whether vol is still being filled by a copy.
@@ -122,20 +67,19 @@ func incomplete(vol *pb.LogicalVolume) bool {
 // middle of one) is removed first: a copy starts over from its start.
 func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.LogicalVolume, found *pb.LogicalVolume) (outcome, error) {
 	name := thinlvmv1.LVName(lv)
-	if j := r.copies.get(lv.Name); j != nil {
-		select {
-		case <-j.done:
-		default:
-			return outcome{copying: new(j.status())}, nil
+	if j := r.copies.Get(lv.Name); j != nil {
+		if !j.Ended() {
+			return outcome{copying: new(j.State.status())}, nil
 		}
-		r.copies.forget(lv.Name)
+		r.copies.Forget(lv.Name, j)
 		old := lv.DeepCopy()
-		lv.Status.Transfer = new(j.status())
+		st := j.State.status()
+		lv.Status.Transfer = &st
 		if err := r.patchStatus(ctx, old, lv); err != nil {
 			return outcome{}, err
 		}
-		if j.err != nil {
-			return outcome{}, refuse(thinlvmv1.ReasonTransferFailed, "copy from node %s: %v", j.st.SourceNode, j.err)
+		if j.Err() != nil {
+			return outcome{}, refuse(thinlvmv1.ReasonTransferFailed, "copy from node %s: %v", st.SourceNode, j.Err())
 		}
 		got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass})
 		if err != nil {
@@ -166,30 +110,27 @@ func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.Lo
 	if t := lv.Status.Transfer; t != nil {
 		attempts = t.Attempts + 1
 	}
-	jctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	j := &copyJob{cancel: cancel, done: make(chan struct{}),
-		st: thinlvmv1.TransferStatus{SourceNode: from.Spec.NodeName, Attempts: attempts, StartTime: new(metav1.NowMicro())}}
-	r.copies.put(lv.Name, j)
+	state := &copyState{st: thinlvmv1.TransferStatus{SourceNode: from.Spec.NodeName, Attempts: attempts, StartTime: new(metav1.NowMicro())}}
 	target := lv.DeepCopy() // the reconcile goes on writing lv's status
-	go func() {
-		defer close(j.done)
-		defer cancel()
-		j.err = r.runCopy(jctx, target, from, j)
-		st := j.status()
-		r.Metrics.copyEnded(string(st.Mode), st.BytesDone, st.BytesSent, j.err)
-		if j.err != nil {
-			log.FromContext(jctx).Info("copy failed", "lv", name, "source", from.Name, "node", from.Spec.NodeName, "error", j.err.Error())
+	r.copies.Start(ctx, lv.Name, state, func(ctx context.Context, j *jobs.Job[*copyState]) error {
+		return r.runCopy(ctx, target, from, j.State)
+	}, func(j *jobs.Job[*copyState]) {
+		err := j.Err()
+		st := state.status()
+		r.Metrics.copyEnded(string(st.Mode), st.BytesDone, st.BytesSent, err)
+		if err != nil {
+			log.FromContext(ctx).Info("copy failed", "lv", name, "source", from.Name, "node", from.Spec.NodeName, "error", err.Error())
 		}
 		r.wake(target.Name)
-	}()
-	return outcome{copying: new(j.status())}, nil
+	})
+	return outcome{copying: new(state.status())}, nil
 }
 
 // runCopy is a copy job: it opens the copy on the source's node, makes the
 // LV (a snapshot of the local base the source descends from when this node
 // holds the same one, else an empty thin LV), fills it, and marks it
 // complete. On failure it removes the LV: nothing half-made is left.
-func (r *LogicalVolumeReconciler) runCopy(ctx context.Context, lv, from *thinlvmv1.LogicalVolume, j *copyJob) (err error) {
+func (r *LogicalVolumeReconciler) runCopy(ctx context.Context, lv, from *thinlvmv1.LogicalVolume, j *copyState) (err error) {
 	logger := log.FromContext(ctx).WithValues("lv", lv.Name, "source", from.Name, "sourceNode", from.Spec.NodeName)
 	sess, open, err := r.Copier.Open(ctx, from.Spec.NodeName, lv.Name)
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/jobs"
 	"github.com/thinlvm/thinlvm/node/lvmd"
 	"github.com/thinlvm/thinlvm/node/transfer"
 )
@@ -66,7 +67,7 @@ type LogicalVolumeReconciler struct {
 	// default two seconds.
 	CopyPoll time.Duration
 
-	copies  copies
+	copies  jobs.Set[*copyState]
 	wakeups chan event.GenericEvent
 
 	// sweeping is held by the sweep while it removes an orphan LV, and
@@ -99,7 +100,7 @@ func (r *LogicalVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// LVs removed: the next start copies again).
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
-		r.copies.stopAll()
+		r.copies.StopAll()
 		return nil
 	})); err != nil {
 		return err
@@ -242,7 +243,7 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.Logi
 			// ("snapshot-x" and "tl-snapshot-x"): the first keeps it.
 			return outcome{}, refuse(thinlvmv1.ReasonConflict, "LV %s belongs to another LogicalVolume (tags %v)", name, vol.GetTags())
 		}
-		if incomplete(vol) || r.copies.get(lv.Name) != nil {
+		if incomplete(vol) || r.copies.Get(lv.Name) != nil {
 			// A copy from another node made it: running, ended, or
 			// interrupted by a restart of this agent.
 			out, err := r.copyFrom(ctx, lv, vol)
@@ -540,7 +541,7 @@ func (r *LogicalVolumeReconciler) finalize(ctx context.Context, lv *thinlvmv1.Lo
 		return nil
 	}
 	// A copy into it ends first (and removes its LV).
-	r.copies.stop(lv.Name)
+	r.copies.Stop(lv.Name)
 	// Only this object's own LV goes: an LV of that name made for another
 	// LogicalVolume stays (see ownedBy), as if this one had none.
 	name := thinlvmv1.LVName(lv)
