@@ -14,8 +14,9 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// maxScore is the top of the framework's node score range.
-const maxScore = fwk.MaxNodeScore
+// maxScore is the top of the framework's node score range. MaxScore, which
+// deprecates MaxNodeScore, is 1.36's; this file builds 1.35 too.
+const maxScore = fwk.MaxNodeScore //nolint:staticcheck // SA1019: 1.35 has no MaxScore
 
 type (
 	handle              = fwk.Handle
