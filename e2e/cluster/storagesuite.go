@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,8 +41,9 @@ const (
 	// the nginx image and nothing of nginx; busybox's image under its name.
 	storageSuiteNginx = storageSuiteRegistry + "/nginx:1.27.0-2"
 	// storageSuiteGlibcDNS: the multivolume suite's concurrent-access pods
-	// run busybox's sh, dd, sha256sum and mkdir in the glibc-dns-testing
-	// image and nothing of its DNS tools; busybox's image under its name.
+	// write with GNU dd's oflag=nocache, which busybox's dd lacks (the
+	// suite picks this image for it), and use nothing of its DNS tools:
+	// busybox's applets with the host's GNU dd (glibcDDEntries).
 	storageSuiteGlibcDNS = storageSuiteRegistry + "/glibc-dns-testing:2.1.1"
 	// storageSuitePause is the suite's pause image (gcRegistry).
 	storageSuitePause = "thinlvm.test/pause:3.10.2"
@@ -74,7 +76,64 @@ func (c *Cluster) storageSuiteImages(ctx context.Context, pause v1.Image, applet
 	if err != nil {
 		return nil, err
 	}
-	return map[string]v1.Image{AgnhostImage: agn, storageSuiteBusybox: busybox, storageSuiteNginx: busybox, storageSuiteGlibcDNS: busybox, storageSuitePause: pause}, nil
+	withDD, err := glibcDDEntries(applets)
+	if err != nil {
+		return nil, err
+	}
+	glibc, err := imageOf(withDD, nil, []string{"sh"})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]v1.Image{AgnhostImage: agn, storageSuiteBusybox: busybox, storageSuiteNginx: busybox, storageSuiteGlibcDNS: glibc, storageSuitePause: pause}, nil
+}
+
+// glibcDDEntries are busybox's applets with GNU coreutils' dd (the host's,
+// Debian's) in place of busybox's, and the shared libraries ldd lists for
+// it at their paths.
+func glibcDDEntries(applets []tarEntry) ([]tarEntry, error) {
+	const dd = "/usr/bin/dd"
+	data, err := os.ReadFile(dd)
+	if err != nil {
+		return nil, fmt.Errorf("GNU dd (Debian's coreutils): %w", err)
+	}
+	out, err := exec.Command("ldd", dd).Output()
+	if err != nil {
+		return nil, fmt.Errorf("ldd %s: %w", dd, err)
+	}
+	var entries []tarEntry
+	for _, e := range applets {
+		if e.name != "bin/dd" {
+			entries = append(entries, e)
+		}
+	}
+	entries = append(entries, tarEntry{name: "bin/dd", data: data, mode: 0o755})
+	dirs := map[string]bool{"bin": true, "tmp": true}
+	for _, line := range strings.Split(string(out), "\n") {
+		// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or
+		// "/lib64/ld-linux-x86-64.so.2 (0x...)"; the vDSO has no file.
+		f := strings.Fields(line)
+		if i := slices.Index(f, "=>"); i >= 0 {
+			f = f[i+1:]
+		}
+		if len(f) == 0 || !strings.HasPrefix(f[0], "/") {
+			continue
+		}
+		lib, err := os.ReadFile(f[0])
+		if err != nil {
+			return nil, fmt.Errorf("%s's library: %w", dd, err)
+		}
+		name := strings.TrimPrefix(filepath.Clean(f[0]), "/")
+		var parents []string // the nearest first
+		for d := filepath.Dir(name); d != "." && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+			parents = append(parents, d)
+		}
+		for _, d := range slices.Backward(parents) {
+			entries = append(entries, tarEntry{name: d + "/", mode: 0o755})
+		}
+		entries = append(entries, tarEntry{name: name, data: lib, mode: 0o755})
+	}
+	return entries, nil
 }
 
 // StorageSuiteOptions select what RunStorageSuite runs.
