@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,7 +44,8 @@ const (
 	// storageSuiteGlibcDNS: the multivolume suite's concurrent-access pods
 	// write with GNU dd's oflag=nocache, which busybox's dd lacks (the
 	// suite picks this image for it), and use nothing of its DNS tools:
-	// busybox's applets with the host's GNU dd (glibcDDEntries).
+	// busybox's applets with the host's GNU dd, and dash as sh: busybox's
+	// sh runs its own dd whatever PATH holds (glibcDDEntries).
 	storageSuiteGlibcDNS = storageSuiteRegistry + "/glibc-dns-testing:2.1.1"
 	// storageSuitePause is the suite's pause image (gcRegistry).
 	storageSuitePause = "thinlvm.test/pause:3.10.2"
@@ -87,40 +89,55 @@ func (c *Cluster) storageSuiteImages(ctx context.Context, pause v1.Image, applet
 	return map[string]v1.Image{AgnhostImage: agn, storageSuiteBusybox: busybox, storageSuiteNginx: busybox, storageSuiteGlibcDNS: glibc, storageSuitePause: pause}, nil
 }
 
-// glibcDDEntries are busybox's applets with GNU coreutils' dd (the host's,
-// Debian's) in place of busybox's, and the shared libraries ldd lists for
-// it at their paths.
+// glibcDDEntries are busybox's applets with GNU coreutils' dd and dash as
+// sh (the host's, Debian's) in their place, and the shared libraries ldd
+// lists for them at their paths. busybox's sh would run its own dd
+// applet, not the dd PATH finds.
 func glibcDDEntries(applets []tarEntry) ([]tarEntry, error) {
-	const dd = "/usr/bin/dd"
-	data, err := os.ReadFile(dd)
-	if err != nil {
-		return nil, fmt.Errorf("GNU dd (Debian's coreutils): %w", err)
-	}
-	out, err := exec.Command("ldd", dd).Output()
-	if err != nil {
-		return nil, fmt.Errorf("ldd %s: %w", dd, err)
-	}
+	programs := map[string]string{"bin/dd": "/usr/bin/dd", "bin/sh": "/usr/bin/dash"} // Debian's coreutils and dash
 	var entries []tarEntry
 	for _, e := range applets {
-		if e.name != "bin/dd" {
+		if programs[e.name] == "" {
 			entries = append(entries, e)
 		}
 	}
-	entries = append(entries, tarEntry{name: "bin/dd", data: data, mode: 0o755})
 	dirs := map[string]bool{"bin": true, "tmp": true}
-	for _, line := range strings.Split(string(out), "\n") {
+	libs := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(programs)) {
+		path := programs[name]
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("the glibc image's %s: %w", name, err)
+		}
+		entries = append(entries, tarEntry{name: name, data: data, mode: 0o755})
+		out, err := exec.Command("ldd", path).Output()
+		if err != nil {
+			return nil, fmt.Errorf("ldd %s: %w", path, err)
+		}
+		if entries, err = addLibraries(entries, dirs, libs, string(out)); err != nil {
+			return nil, err
+		}
+	}
+	return entries, nil
+}
+
+// addLibraries adds the libraries of ldd's output (and their directories)
+// that entries do not hold yet.
+func addLibraries(entries []tarEntry, dirs, libs map[string]bool, ldd string) ([]tarEntry, error) {
+	for _, line := range strings.Split(ldd, "\n") {
 		// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or
 		// "/lib64/ld-linux-x86-64.so.2 (0x...)"; the vDSO has no file.
 		f := strings.Fields(line)
 		if i := slices.Index(f, "=>"); i >= 0 {
 			f = f[i+1:]
 		}
-		if len(f) == 0 || !strings.HasPrefix(f[0], "/") {
+		if len(f) == 0 || !strings.HasPrefix(f[0], "/") || libs[f[0]] {
 			continue
 		}
+		libs[f[0]] = true
 		lib, err := os.ReadFile(f[0])
 		if err != nil {
-			return nil, fmt.Errorf("%s's library: %w", dd, err)
+			return nil, fmt.Errorf("library %s: %w", f[0], err)
 		}
 		name := strings.TrimPrefix(filepath.Clean(f[0]), "/")
 		var parents []string // the nearest first
