@@ -202,6 +202,10 @@ func (s *Server) snapshot(ctx context.Context, g *grant, create bool) (*lvmdpb.L
 func (s *Server) contentSHA256(ctx context.Context, image *thinlvmv1.GoldenImage) (string, error) {
 	ln := &thinlvmv1.LVMNode{}
 	if err := s.Reader.Get(ctx, types.NamespacedName{Name: s.NodeName}, ln); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Not published yet (the agent is starting): the caller retries.
+			return "", status.Errorf(codes.Unavailable, "node %s has not published its LVMNode yet", s.NodeName)
+		}
 		return "", kubestatus.Errorf(err, "get LVMNode %s", s.NodeName)
 	}
 	for _, b := range ln.Status.GoldenBases {
