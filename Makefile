@@ -19,7 +19,7 @@ help: ## Show this help.
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: generate
-generate: ## Regenerate checked-in code: protobuf/gRPC, deepcopy, the chart's CRDs and roles, and deploy/'s kustomize tree rendered from the chart.
+generate: ## Regenerate checked-in code: protobuf/gRPC, deepcopy, the scheduler args' conversion and defaults, the chart's CRDs and roles, and deploy/'s kustomize tree rendered from the chart.
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
 	$(GO) build -o $(BIN)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
@@ -28,6 +28,9 @@ generate: ## Regenerate checked-in code: protobuf/gRPC, deepcopy, the chart's CR
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative \
 		lvmd/proto/lvmd.proto node/transfer/proto/transfer.proto
 	$(GO) tool controller-gen object paths=./api/...
+	$(GO) tool deepcopy-gen --output-file zz_generated.deepcopy.go ./scheduler/apis/config ./scheduler/apis/config/v1   # the scheduler plugin's args, as kube-scheduler's own
+	$(GO) tool conversion-gen --output-file zz_generated.conversion.go ./scheduler/apis/config/v1
+	$(GO) tool defaulter-gen --output-file zz_generated.defaults.go ./scheduler/apis/config/v1
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/chart/crds
 	$(GO) tool controller-gen rbac:roleName=thinlvm-node paths=./node/... output:rbac:artifacts:config=deploy/chart/templates/rbac/node
 	$(GO) tool controller-gen rbac:roleName=thinlvm-controller paths=./controller/... output:rbac:artifacts:config=deploy/chart/templates/rbac/controller
@@ -46,7 +49,7 @@ verify: generate lint ## Check formatting, vet, lint with the import boundaries,
 	cd deploy/chart && CGO_ENABLED=0 $(GO) vet -trimpath ./... && $(GO) mod tidy -diff   # the Helm chart's module
 	for m in $(K8S_OLDER); do (cd scheduler/k8s$$m && $(GO) mod tidy -diff) || exit 1; done   # each older minor's scheduler module
 	@git diff --exit-code -- . ':!go.sum' || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api deploy; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api scheduler/apis deploy)" || { echo "untracked generated files:"; git status --porcelain --untracked-files=all -- lvmd/proto node/transfer/proto api scheduler/apis deploy; exit 1; }
 
 # golangci-lint, built from its module (hack/tools/go.mod, its own module so
 # that the product's go.mod pins none of its dependencies) into the cache,

@@ -19,6 +19,8 @@ const (
 )
 
 // ThinLVMArgs are the ThinLVM plugin's arguments.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type ThinLVMArgs struct {
 	metav1.TypeMeta
 
@@ -33,18 +35,6 @@ type ThinLVMArgs struct {
 	// ReservationTTL bounds how long bytes reserved for a pod stay in the
 	// ledger when the node's LVMNode does not show the volume.
 	ReservationTTL metav1.Duration
-}
-
-// DeepCopyObject implements runtime.Object.
-func (a *ThinLVMArgs) DeepCopyObject() runtime.Object {
-	c := *a
-	if a.DeviceClassWeights != nil {
-		c.DeviceClassWeights = make(map[string]int64, len(a.DeviceClassWeights))
-		for k, v := range a.DeviceClassWeights {
-			c.DeviceClassWeights[k] = v
-		}
-	}
-	return &c
 }
 
 // GroupName is kube-scheduler's configuration group, where plugin args live.
