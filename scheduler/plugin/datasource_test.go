@@ -71,7 +71,7 @@ func TestDemandOfImageDataSources(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f.addClaim("root", tt.class, "2Gi")
 			tt.setup(f.pvcs["default/root"])
-			d, err := NewWithLister(defaultArgs(), f).demandOf(context.Background(), podWith("vm", "root"))
+			d, err := NewWithLister(defaultArgs(), f).demandOf(podWith("vm", "root"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/component-helpers/storage/ephemeral"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -57,7 +58,7 @@ func (d *demand) Clone() fwk.StateData { return d }
 // PreFilter computes the pod's demand once per cycle and skips pods that
 // need no thinlvm volume.
 func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*preFilterResult, *fwk.Status) {
-	d, err := p.demandOf(ctx, pod)
+	d, err := p.demandOf(pod)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
@@ -93,19 +94,19 @@ func (p *Plugin) sweep() {
 // PreFilterExtensions implements the framework's PreFilterPlugin.
 func (p *Plugin) PreFilterExtensions() preFilterExtensions { return nil }
 
-func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error) {
+func (p *Plugin) demandOf(pod *corev1.Pod) (*demand, error) {
 	d := &demand{bytes: map[string]int64{}, holders: map[string]int{}}
 	lvs := map[string]int{}
-	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim == nil {
-			continue
-		}
-		pvc, err := p.lister.PVC(pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+	for _, v := range podClaims(pod) {
+		pvc, err := p.lister.PVC(pod.Namespace, v.claim)
 		if apierrors.IsNotFound(err) {
 			continue // VolumeBinding reports the missing claim
 		}
 		if err != nil {
 			return nil, err
+		}
+		if v.ephemeral && ephemeral.VolumeIsForPod(pod, pvc) != nil {
+			continue // another pod's claim of that name: VolumeBinding reports it
 		}
 		if pvc.Spec.VolumeName != "" || pvc.Spec.StorageClassName == nil {
 			continue // bound already: its volume is made
@@ -145,7 +146,7 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 			// Sources on several nodes: the first one's node is preferred,
 			// the others' data is copied wherever the pod goes.
 			if d.sourceNode == "" {
-				d.sourceNode, d.sourceBase = p.sourceNode(ctx, pvc.Namespace, src)
+				d.sourceNode, d.sourceBase = p.sourceNode(pvc.Namespace, src)
 			}
 		}
 	}
@@ -156,6 +157,28 @@ func (p *Plugin) demandOf(ctx context.Context, pod *corev1.Pod) (*demand, error)
 		d.classes = append(d.classes, classDemand{class: class, bytes: d.bytes[class], lvs: lvs[class]})
 	}
 	return d, nil
+}
+
+// podClaim is a claim a pod's volume uses: a PersistentVolumeClaim volume's,
+// or the one Kubernetes makes for a generic ephemeral volume.
+type podClaim struct {
+	claim     string
+	ephemeral bool
+}
+
+// podClaims are the claims of the pod's volumes, in the pod's order.
+func podClaims(pod *corev1.Pod) []podClaim {
+	var out []podClaim
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			out = append(out, podClaim{claim: v.PersistentVolumeClaim.ClaimName})
+		case v.Ephemeral != nil:
+			out = append(out, podClaim{claim: ephemeral.VolumeClaimName(pod, v), ephemeral: true})
+		}
+	}
+	return out
 }
 
 // goldenImageOf is the GoldenImage a claim's volume is made from, or whose
@@ -186,7 +209,7 @@ func (p *Plugin) goldenImageOf(pvc *corev1.PersistentVolumeClaim, sc *storagev1.
 
 // sourceNode is the node holding a claim's data source, "" when unknown,
 // and the golden image it descends from, if any.
-func (p *Plugin) sourceNode(ctx context.Context, namespace string, src *corev1.TypedLocalObjectReference) (string, *thinlvmv1.GoldenImage) {
+func (p *Plugin) sourceNode(namespace string, src *corev1.TypedLocalObjectReference) (string, *thinlvmv1.GoldenImage) {
 	var lvName string
 	switch {
 	case src.Kind == "PersistentVolumeClaim" && (src.APIGroup == nil || *src.APIGroup == ""):
@@ -200,7 +223,7 @@ func (p *Plugin) sourceNode(ctx context.Context, namespace string, src *corev1.T
 		}
 		lvName = pv.Spec.CSI.VolumeHandle
 	case src.Kind == "VolumeSnapshot" && src.APIGroup != nil && *src.APIGroup == volumeSnapshotGVR.Group:
-		h, err := p.lister.SnapshotHandle(ctx, namespace, src.Name)
+		h, err := p.lister.SnapshotHandle(namespace, src.Name)
 		if err != nil || h == "" {
 			return "", nil
 		}

@@ -37,23 +37,23 @@ var (
 	_ fwk.SignPlugin        = (*Plugin)(nil)
 )
 
-// SignPod lets kube-scheduler batch pods with the same thinlvm demand: it
-// reuses one pod's node ranking for the next. That is sound here because
-// placing a pod changes this plugin's verdict only for the chosen node
-// (its ledger), and the batch re-checks that node.
-func (p *Plugin) SignPod(ctx context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	d, err := p.demandOf(ctx, pod)
-	if err != nil {
-		return nil, fwk.AsStatus(err)
+// SignPod lets kube-scheduler batch pods whose thinlvm claims are the same:
+// it reuses one pod's node ranking for the next. The signature is the
+// pod's claims (their names, in its namespace), not their demand. The
+// queue signs a pod once, when it is added or changes, and keeps the
+// signature while the pod waits: a demand read then would go stale as its
+// claims bind or their sources move, and it would cost each pod a second
+// computation of its demand, which PreFilter makes once per cycle.
+// Nothing is lost by it: VolumeBinding, which every profile that binds
+// claims runs, signs the claims' names too.
+func (p *Plugin) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	claims := []string{}
+	for _, c := range podClaims(pod) {
+		claims = append(claims, c.claim)
 	}
-	var images []string
-	for _, gi := range d.images {
-		images = append(images, gi.Name)
-	}
-	slices.Sort(images)
-	return []fwk.SignFragment{{Key: "thinlvm.io/demand()", Value: struct {
-		Bytes  map[string]int64
-		Images []string
-		Source string
-	}{d.bytes, images, d.sourceNode}}}, nil
+	slices.Sort(claims)
+	return []fwk.SignFragment{{Key: "thinlvm.io/claims", Value: struct {
+		Namespace string
+		Claims    []string
+	}{pod.Namespace, claims}}}, nil
 }

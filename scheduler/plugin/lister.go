@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"context"
 	"fmt"
 	"sync"
 
@@ -11,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
@@ -29,7 +27,10 @@ type clusterLister struct {
 	lvs      cache.Indexer
 	images   cache.Indexer
 	channels cache.Indexer
-	dyn      dynamic.Interface
+	// snapshots and contents hold VolumeSnapshots and their contents (as
+	// snapshotRefs); nil when the cluster serves none.
+	snapshots cache.Indexer
+	contents  cache.Indexer
 }
 
 func (l *clusterLister) GoldenImage(name string) (*thinlvmv1.GoldenImage, error) {
@@ -262,20 +263,42 @@ func (l *clusterLister) LogicalVolume(name string) (*thinlvmv1.LogicalVolume, er
 }
 
 // SnapshotHandle follows a VolumeSnapshot to its content's snapshot handle
-// (the snapshot's LogicalVolume name). Restores are rare: a direct read.
-func (l *clusterLister) SnapshotHandle(ctx context.Context, ns, name string) (string, error) {
-	vs, err := l.dyn.Resource(volumeSnapshotGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return "", err
-	}
-	content, _, _ := unstructured.NestedString(vs.Object, "status", "boundVolumeSnapshotContentName")
-	if content == "" {
+// (the snapshot's LogicalVolume name), "" while it is not bound or when
+// the cluster serves no VolumeSnapshots.
+func (l *clusterLister) SnapshotHandle(ns, name string) (string, error) {
+	if l.snapshots == nil {
 		return "", nil
 	}
-	vsc, err := l.dyn.Resource(snapshotContentGVR).Get(ctx, content, metav1.GetOptions{})
+	vs, err := fromIndexer[snapshotRef](l.snapshots, "volumesnapshots", ns+"/"+name)
+	if err != nil || vs.target == "" {
+		return "", err
+	}
+	vsc, err := fromIndexer[snapshotRef](l.contents, "volumesnapshotcontents", vs.target)
 	if err != nil {
 		return "", err
 	}
-	h, _, _ := unstructured.NestedString(vsc.Object, "status", "snapshotHandle")
-	return h, nil
+	return vsc.target, nil
+}
+
+// snapshotRef is what the plugin keeps of a VolumeSnapshot (target: the
+// content it is bound to) or a VolumeSnapshotContent (target: its snapshot
+// handle), with the metadata an informer's store needs; the rest of the
+// object is dropped as it arrives.
+type snapshotRef struct {
+	metav1.ObjectMeta
+	target string
+}
+
+// snapshotRefOf is the informers' transform: field is the path of the
+// object's target.
+func snapshotRefOf(field ...string) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil // a deletion tombstone
+		}
+		target, _, _ := unstructured.NestedString(u.Object, field...)
+		return &snapshotRef{ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(),
+			UID: u.GetUID(), ResourceVersion: u.GetResourceVersion()}, target: target}, nil
+	}
 }

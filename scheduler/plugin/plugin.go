@@ -8,8 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -67,8 +69,8 @@ type Lister interface {
 	LogicalVolume(name string) (*thinlvmv1.LogicalVolume, error)
 	GoldenImage(name string) (*thinlvmv1.GoldenImage, error)
 	GoldenImageChannel(name string) (*thinlvmv1.GoldenImageChannel, error)
-	// SnapshotVolume is the CSI snapshot ID of a bound VolumeSnapshot.
-	SnapshotHandle(ctx context.Context, namespace, name string) (string, error)
+	// SnapshotHandle is the CSI snapshot ID of a bound VolumeSnapshot.
+	SnapshotHandle(namespace, name string) (string, error)
 }
 
 // New is the plugin's factory: it asserts the args' type, validates them
@@ -90,7 +92,6 @@ func New(ctx context.Context, obj runtime.Object, h handle) (fwPlugin, error) {
 		pvcs: h.SharedInformerFactory().Core().V1().PersistentVolumeClaims().Lister(),
 		pvs:  h.SharedInformerFactory().Core().V1().PersistentVolumes().Lister(),
 		scs:  h.SharedInformerFactory().Storage().V1().StorageClasses().Lister(),
-		dyn:  dyn,
 	}
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	// Objects are converted to their types once, as they arrive: Filter and
@@ -117,6 +118,27 @@ func New(ctx context.Context, obj runtime.Object, h handle) (fwPlugin, error) {
 		return nil, err
 	}
 	l.lvs, l.images, l.channels = lvs.GetIndexer(), images.GetIndexer(), channels.GetIndexer()
+	// A restore's source is found through its VolumeSnapshot and content:
+	// informers, not two reads per restore in every cycle. A cluster
+	// without the snapshot CRDs has nothing to restore from (an informer
+	// of a resource not served would never sync).
+	served, err := servesSnapshots(h.ClientSet().Discovery())
+	if err != nil {
+		return nil, err
+	}
+	if served {
+		snapshots := factory.ForResource(volumeSnapshotGVR).Informer()
+		if err := snapshots.SetTransform(snapshotRefOf("status", "boundVolumeSnapshotContentName")); err != nil {
+			return nil, err
+		}
+		contents := factory.ForResource(snapshotContentGVR).Informer()
+		if err := contents.SetTransform(snapshotRefOf("status", "snapshotHandle")); err != nil {
+			return nil, err
+		}
+		l.snapshots, l.contents = snapshots.GetIndexer(), contents.GetIndexer()
+	} else {
+		klog.FromContext(ctx).Info("The cluster serves no VolumeSnapshots: claims restored from one are placed as if new", "groupVersion", volumeSnapshotGVR.GroupVersion())
+	}
 	factory.Start(ctx.Done())
 	for gvr, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
@@ -130,6 +152,25 @@ func New(ctx context.Context, obj runtime.Object, h handle) (fwPlugin, error) {
 	p.ledger.count = func(n int) { reservationsGauge.Set(float64(n)) }
 	go p.reactivate(ctx, func(pods map[string]*corev1.Pod) { h.Activate(klog.FromContext(ctx), pods) }, time.Second)
 	return p, nil
+}
+
+// servesSnapshots tells whether the API server serves VolumeSnapshots and
+// VolumeSnapshotContents (the external snapshotter's CRDs).
+func servesSnapshots(d discovery.DiscoveryInterface) (bool, error) {
+	list, err := d.ServerResourcesForGroupVersion(volumeSnapshotGVR.GroupVersion().String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: discover %s: %w", Name, volumeSnapshotGVR.GroupVersion(), err)
+	}
+	var found int
+	for _, r := range list.APIResources {
+		if r.Name == volumeSnapshotGVR.Resource || r.Name == snapshotContentGVR.Resource {
+			found++
+		}
+	}
+	return found == 2, nil
 }
 
 // NewWithLister makes the plugin over a lister (tests use a fake).
@@ -168,16 +209,3 @@ func (p *Plugin) hold(pod *corev1.Pod) {
 
 // Name implements the framework's Plugin.
 func (p *Plugin) Name() string { return Name }
-
-// EventsToRegister requeues pods this plugin rejected when an LVMNode
-// changes (room freed, a golden base became Ready: bases are reported in
-// LVMNodes), a GoldenImage or GoldenImageChannel is made or changes, or a
-// claim is added or updated.
-func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("lvmnodes.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
-		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("goldenimages.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
-		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("goldenimagechannels.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}},
-		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolumeClaim, ActionType: fwk.Add | fwk.Update}},
-	}, nil
-}

@@ -81,7 +81,7 @@ func (f *fakeLister) BaseHolders(gi *thinlvmv1.GoldenImage) (holders, nodes int)
 func (f *fakeLister) LogicalVolume(name string) (*thinlvmv1.LogicalVolume, error) {
 	return get(f.lvs, "logicalvolumes", name)
 }
-func (f *fakeLister) SnapshotHandle(_ context.Context, ns, name string) (string, error) {
+func (f *fakeLister) SnapshotHandle(ns, name string) (string, error) {
 	return f.snapshots[ns+"/"+name], nil
 }
 
@@ -544,7 +544,7 @@ func TestGoldenVolumesTakeTheImagesClass(t *testing.T) {
 	// base: it is a snapshot of its source.
 	f.addClaim("copy", "golden", "2Gi")
 	f.pvcs["default/copy"].Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "root"}
-	d, err := p.demandOf(context.Background(), podWith("vm2", "copy"))
+	d, err := p.demandOf(podWith("vm2", "copy"))
 	if err != nil {
 		t.Fatal(err)
 	}
