@@ -28,7 +28,14 @@ type Env struct {
 	Config *rest.Config
 	Client client.Client
 	env    *envtest.Environment
+	// cleanups run in Stop, the last registered first.
+	cleanups []func()
 }
+
+// Defer registers f to run when the API server stops, after the tests:
+// MainWithManager's setup releases its fixtures (an lvmd, a server, a
+// directory) so.
+func (e *Env) Defer(f func()) { e.cleanups = append(e.cleanups, f) }
 
 // Options change the API server a test starts, and its manager.
 type Options struct {
@@ -135,8 +142,14 @@ func MainWithManager(m *testing.M, o Options, setup func(ctx context.Context, en
 	os.Exit(code)
 }
 
-// Stop stops the API server and etcd.
-func (e *Env) Stop() error { return e.env.Stop() }
+// Stop runs the deferred cleanups and stops the API server and etcd.
+func (e *Env) Stop() error {
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+	e.cleanups = nil
+	return e.env.Stop()
+}
 
 // WriteKubeconfig writes a kubeconfig of a cluster-admin user, for
 // processes started beside the test (a scheduler).

@@ -25,12 +25,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/internal/envtest"
@@ -58,61 +56,48 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
 	// A fuzz worker runs only FuzzImageHeader, which needs no API server:
 	// and the fuzz coordinator kills a worker that is slow to stop, which
 	// would leave its etcd and kube-apiserver behind.
 	flag.Parse()
 	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
-		return m.Run()
+		os.Exit(m.Run())
 	}
-	env, err := envtest.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
+	envtest.MainWithManager(m, envtest.Options{}, setup)
+}
+
+// setup makes the fixtures (lvmd on the simulated lvm, an image server, the
+// node's Node and LVMNode) and registers the reconcilers.
+func setup(ctx context.Context, env *envtest.Env, mgr ctrl.Manager) error {
 	k8s, restConfig = env.Client, env.Config
 	dir, err := os.MkdirTemp("", "golden-test")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	defer os.RemoveAll(dir)
+	env.Defer(func() { os.RemoveAll(dir) })
 	var stopLVMD func()
 	if lvmd, stopLVMD, err = lvmdtest.Run(lvmdtest.Options{DevDir: dir}); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		return 1
+		return err
 	}
-	defer stopLVMD()
+	env.Defer(stopLVMD)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		time.Sleep(300 * time.Millisecond) // long enough for concurrent volumes to pile up
 		http.ServeContent(w, r, "img", time.Unix(1e9, 0), bytes.NewReader(image))
 	}))
-	defer srv.Close()
+	env.Defer(srv.Close)
 	imageURL = srv.URL + "/img"
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fail := func(err error) int { fmt.Fprintf(os.Stderr, "FAIL: %v\n", err); return 1 }
 	if err := k8s.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"pool": "vm"}}}); err != nil {
-		return fail(err)
+		return err
 	}
 	if err := k8s.Create(ctx, &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
-		return fail(err)
-	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
-	if err != nil {
-		return fail(err)
+		return err
 	}
 	// Retries an hour apart: only the LVMNode's report of a base wakes the
 	// volumes waiting for it.
 	if err := (&reconciler.LogicalVolumeReconciler{Client: mgr.GetClient(), LVMD: lvmd, NodeName: node, RetryAfter: time.Hour}).SetupWithManager(mgr); err != nil {
-		return fail(err)
+		return err
 	}
 	// Copies from peers on: a node downloads from the origin only when it
 	// holds the image's Lease (peers_test.go).
@@ -120,10 +105,9 @@ func run(m *testing.M) int {
 		Writer: &golden.Writer{Attempts: 1}, Recorder: mgr.GetEventRecorder("thinlvm-node"), RetryAfter: time.Hour,
 		ProgressInterval: 50 * time.Millisecond, Metrics: golden.NewMetrics(metricsRegistry),
 		Copier: transfertest.Copier(node, mgr.GetAPIReader()), Namespace: "default", WaitInterval: 100 * time.Millisecond}).SetupWithManager(mgr); err != nil {
-		return fail(err)
+		return err
 	}
-	go func() { _ = mgr.Start(ctx) }()
-	return m.Run()
+	return nil
 }
 
 func sum(b []byte) string {
