@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	k8schain "github.com/google/go-containerregistry/pkg/authn/kubernetes"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -77,7 +77,7 @@ func (w *Writer) populateRegistry(ctx context.Context, src *thinlvmv1.RegistrySo
 	if err != nil {
 		return 0, err
 	}
-	auth, err := w.pullAuth(ctx, src.PullSecret, ref.Context().Registry)
+	auth, err := w.pullAuth(ctx, src.PullSecret, ref.Context())
 	if err != nil {
 		return 0, err
 	}
@@ -504,9 +504,14 @@ func (t *diskTree) endLayer() {
 	clear(t.layerOpaque)
 }
 
-// pullAuth reads the pull Secret name (kubernetes.io/dockerconfigjson) and
-// returns its credentials for reg; none when name is empty.
-func (w *Writer) pullAuth(ctx context.Context, secret string, reg name.Registry) (authn.Authenticator, error) {
+// pullAuth reads the pull Secret name (kubernetes.io/dockerconfigjson, or
+// the older kubernetes.io/dockercfg) and returns its credentials for repo,
+// chosen by the kubelet's rules (go-containerregistry's Kubernetes
+// keychain): an entry's host, port and glob per name segment
+// (*.example.com) must match, and of the entries that do, the one with the
+// longest path that prefixes the repository's wins (registry.example.com/
+// team-a over registry.example.com). None when name is empty.
+func (w *Writer) pullAuth(ctx context.Context, secret string, repo name.Repository) (authn.Authenticator, error) {
 	if secret == "" {
 		return authn.Anonymous, nil
 	}
@@ -514,72 +519,21 @@ func (w *Writer) pullAuth(ctx context.Context, secret string, reg name.Registry)
 	if err := w.getObject(ctx, secret, s); err != nil {
 		return nil, err
 	}
-	if s.Type != corev1.SecretTypeDockerConfigJson {
+	if s.Type != corev1.SecretTypeDockerConfigJson && s.Type != corev1.SecretTypeDockercfg {
 		return nil, fmt.Errorf("%w: Secret %s/%s is of type %q, not %s", errPermanent, w.Namespace, secret, s.Type, corev1.SecretTypeDockerConfigJson)
 	}
-	var cfg struct {
-		Auths map[string]authn.AuthConfig `json:"auths"`
+	keychain, err := k8schain.NewFromPullSecrets(ctx, []corev1.Secret{*s})
+	if err != nil {
+		return nil, fmt.Errorf("%w: Secret %s/%s: %w", errPermanent, w.Namespace, secret, err)
 	}
-	if err := json.Unmarshal(s.Data[corev1.DockerConfigJsonKey], &cfg); err != nil {
-		return nil, fmt.Errorf("%w: Secret %s/%s: %s: %w", errPermanent, w.Namespace, secret, corev1.DockerConfigJsonKey, err)
+	auth, err := keychain.Resolve(repo)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Secret %s/%s: %w", errPermanent, w.Namespace, secret, err)
 	}
-	ac, ok := registryAuth(cfg.Auths, reg.RegistryStr())
-	if !ok {
-		return nil, fmt.Errorf("%w: Secret %s/%s has no credentials for registry %s", errPermanent, w.Namespace, secret, reg.RegistryStr())
+	if auth == authn.Anonymous {
+		return nil, fmt.Errorf("%w: Secret %s/%s has no credentials for %s", errPermanent, w.Namespace, secret, repo.Name())
 	}
-	return authn.FromConfig(ac), nil
-}
-
-// registryAuth finds registry's entry of a docker config's auths, whose
-// keys may carry a scheme and a path (https://index.docker.io/v1/) or, as
-// the kubelet reads them, a glob per name segment (*.example.com).
-func registryAuth(auths map[string]authn.AuthConfig, registry string) (authn.AuthConfig, bool) {
-	want := registryKey(registry)
-	keys := make([]string, 0, len(auths))
-	for k := range auths {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if registryKey(k) == want {
-			return auths[k], true
-		}
-	}
-	for _, k := range keys {
-		if globMatch(registryKey(k), want) {
-			return auths[k], true
-		}
-	}
-	return authn.AuthConfig{}, false
-}
-
-// registryKey is a docker config key's registry host (and port), lower
-// case, with Docker Hub's names made one.
-func registryKey(k string) string {
-	k = strings.ToLower(k)
-	k = strings.TrimPrefix(strings.TrimPrefix(k, "https://"), "http://")
-	k, _, _ = strings.Cut(k, "/")
-	switch k {
-	case "docker.io", "registry-1.docker.io", "index.docker.io":
-		return name.DefaultRegistry
-	}
-	return k
-}
-
-func globMatch(pattern, host string) bool {
-	if !strings.Contains(pattern, "*") {
-		return false
-	}
-	ps, hs := strings.Split(pattern, "."), strings.Split(host, ".")
-	if len(ps) != len(hs) {
-		return false
-	}
-	for i := range ps {
-		if ok, err := path.Match(ps[i], hs[i]); err != nil || !ok {
-			return false
-		}
-	}
-	return true
+	return auth, nil
 }
 
 // cleartextGuard refuses to send credentials over plain http to anything

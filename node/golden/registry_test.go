@@ -530,7 +530,7 @@ func TestPopulateRegistryPullSecret(t *testing.T) {
 		{name: "no Secret", msg: "UNAUTHORIZED"},
 		{name: "missing Secret", secret: "pull", msg: "Secret thinlvm-system/pull not found"},
 		{name: "Secret for another registry", secret: "pull", objs: []client.Object{dockerConfig("pull", "registry.example.org", "alice", "s3cret")},
-			msg: "Secret thinlvm-system/pull has no credentials for registry " + host},
+			msg: "Secret thinlvm-system/pull has no credentials for " + host + "/private/disk"},
 		{name: "wrong credentials", secret: "pull", objs: []client.Object{dockerConfig("pull", "http://"+host+"/v2/", "alice", "guess")}, msg: "UNAUTHORIZED"},
 		{name: "Secret of another type", secret: "opaque", objs: []client.Object{secretOfType}, msg: `is of type "Opaque", not kubernetes.io/dockerconfigjson`},
 	}
@@ -643,25 +643,57 @@ func TestPopulateRegistryQCOW2(t *testing.T) {
 	}
 }
 
-func TestRegistryAuth(t *testing.T) {
-	auths := map[string]authn.AuthConfig{
-		"https://index.docker.io/v1/": {Username: "hub"},
-		"registry.example.org:5000":   {Username: "port"},
-		"*.example.com":               {Username: "glob"},
-		"http://Quay.IO/v2/":          {Username: "quay"},
+// TestPullSecretMatching: a pull Secret's entry is chosen for an image as
+// the kubelet chooses it: host, port and globs per name segment, and the
+// entry with the longest path that prefixes the repository.
+func TestPullSecretMatching(t *testing.T) {
+	auths := map[string]map[string]string{
+		"https://index.docker.io/v1/":         {"username": "hub", "password": "x"},
+		"registry.example.org:5000":           {"username": "port", "password": "x"},
+		"*.example.com":                       {"username": "glob", "password": "x"},
+		"http://quay.io/v2/":                  {"username": "quay", "password": "x"},
+		"registry.example.net":                {"username": "host", "password": "x"},
+		"registry.example.net/team-a":         {"username": "team-a", "password": "x"},
+		"registry.example.net/team-a/private": {"username": "private", "password": "x"},
 	}
-	tests := []struct{ registry, want string }{
-		{registry: name.DefaultRegistry, want: "hub"},
-		{registry: "registry.example.org:5000", want: "port"},
-		{registry: "registry.example.org"},
-		{registry: "images.example.com", want: "glob"},
-		{registry: "a.images.example.com"},
-		{registry: "quay.io", want: "quay"},
+	cfg, err := json.Marshal(map[string]any{"auths": auths})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pull", Namespace: testNamespace}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: cfg}}
+	w := registryWriter(t, secret)
+	tests := []struct{ image, want string }{
+		{image: "library/ubuntu", want: "hub"},
+		{image: "registry.example.org:5000/disks/ubuntu", want: "port"},
+		{image: "registry.example.org/disks/ubuntu"},
+		{image: "images.example.com/disks/ubuntu", want: "glob"},
+		{image: "a.images.example.com/disks/ubuntu"},
+		{image: "quay.io/containerdisks/ubuntu", want: "quay"},
+		{image: "registry.example.net/team-b/disk", want: "host"},
+		{image: "registry.example.net/team-a/disk", want: "team-a"},
+		{image: "registry.example.net/team-a/private/disk", want: "private"},
+		{image: "registry.example.net/team-ab/disk", want: "host"},
 	}
 	for _, tt := range tests {
-		got, ok := registryAuth(auths, tt.registry)
-		if got.Username != tt.want || ok != (tt.want != "") {
-			t.Errorf("registryAuth(%q) = %q, %t; want %q", tt.registry, got.Username, ok, tt.want)
+		repo, err := name.NewRepository(tt.image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		auth, err := w.pullAuth(t.Context(), "pull", repo)
+		if tt.want == "" {
+			if err == nil || !errors.Is(err, errPermanent) || !strings.Contains(err.Error(), "has no credentials for "+repo.Name()) {
+				t.Errorf("%s: %v, want a permanent error: no credentials", tt.image, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tt.image, err)
+			continue
+		}
+		got, err := auth.Authorization()
+		if err != nil || got.Username != tt.want {
+			t.Errorf("%s: credentials of %q (%v), want %q's", tt.image, got.Username, err, tt.want)
 		}
 	}
 }
