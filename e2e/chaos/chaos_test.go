@@ -6,9 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -24,7 +22,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/cluster"
-	"github.com/thinlvm/thinlvm/e2e/lvmvm"
+	"github.com/thinlvm/thinlvm/e2e/imageserver"
 )
 
 var (
@@ -70,19 +68,16 @@ func run(m *testing.M) int {
 
 // golden serves a 32 MiB raw image (4 MiB of data, then zeros) to the VM
 // and makes its GoldenImage and StorageClass.
-func golden(ctx context.Context) (*httptest.Server, error) {
+func golden(ctx context.Context) (*imageserver.Server, error) {
 	img := make([]byte, 32<<20)
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range dataBytes {
 		img[i] = byte(r.Uint32())
 	}
 	goldenSum = sum(img[:dataBytes])
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.ServeContent(w, r, "image.raw", time.Unix(1e9, 0), strings.NewReader(string(img)))
-	}))
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	srv := imageserver.New()
 	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "chaos-image"}, Spec: thinlvmv1.GoldenImageSpec{
-		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: "http://" + lvmvm.HostAddress + ":" + port + "/image.raw", SHA256: sum(img)}},
+		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: srv.Add("/image.raw", img), SHA256: sum(img)}},
 		Format: thinlvmv1.FormatRaw, Size: resource.MustParse("32Mi")}}
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: goldenClass}, Provisioner: thinlvmv1.DriverName,
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), AllowVolumeExpansion: ptr.To(true),

@@ -22,6 +22,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/cluster"
+	"github.com/thinlvm/thinlvm/e2e/imageserver"
 )
 
 // bigImage makes a raw ext4 image of size bytes holding hello.txt and data
@@ -77,9 +78,9 @@ func bigImage(b *testing.B, size, data int64) []byte {
 
 // prewarm makes a GoldenImage whose base the VM node makes at once, and
 // waits until it is Ready; it returns the population's duration.
-func prewarm(b *testing.B, images *imageServer, name string, body []byte, size string) time.Duration {
+func prewarm(b *testing.B, images *imageserver.Server, name string, body []byte, size string) time.Duration {
 	b.Helper()
-	gi := goldenImage(name, images.add("/"+name+".raw.zst", body), sum(body), thinlvmv1.FormatRaw, size)
+	gi := goldenImage(name, images.Add("/"+name+".raw.zst", body), sum(body), thinlvmv1.FormatRaw, size)
 	gi.Spec.Prewarm = &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"thinlvm.io/test-vm": "true"}}}
 	start := time.Now()
 	create(b, gi)
@@ -149,7 +150,7 @@ func poolData(b *testing.B) string {
 // with a process per lvm command (two rounds each, interleaved). Run with
 // -benchtime 1x.
 func BenchmarkGoldenImage(b *testing.B) {
-	images := newImageServer(b)
+	images := imageserver.Start(b)
 	small, large := bigImage(b, 256<<20, 64<<20), bigImage(b, 4<<30, 256<<20)
 	popSmall := prewarm(b, images, "bench-256m", small, "256Mi")
 	popLarge := prewarm(b, images, "bench-4g", large, "4Gi")
@@ -229,15 +230,13 @@ func BenchmarkGoldenImage(b *testing.B) {
 // seconds), and prints the API writes per disk from creation to Bound: the
 // cost of the disks' wait for their base. Run with -benchtime 1x.
 func BenchmarkDisksWaitingForBase(b *testing.B) {
-	images := newImageServer(b)
+	images := imageserver.Start(b)
 	body := bigImage(b, 64<<20, 4<<20)
 	for i := range b.N {
 		name := fmt.Sprintf("bench-wait-%d", i)
 		path := "/" + name + ".raw.zst"
-		gi := goldenImage(name, images.add(path, body), sum(body), thinlvmv1.FormatRaw, "64Mi")
-		images.mu.Lock()
-		images.rate[path] = len(body)/10 + 1
-		images.mu.Unlock()
+		gi := goldenImage(name, images.Add(path, body), sum(body), thinlvmv1.FormatRaw, "64Mi")
+		images.Limit(path, len(body)/10+1)
 		goldenClass(b, name, name)
 		writes := apiWrites(b)
 		create(b, gi)

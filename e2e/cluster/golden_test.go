@@ -3,18 +3,12 @@ package cluster_test
 import (
 	"bytes"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,115 +24,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"github.com/thinlvm/thinlvm/e2e/lvmvm"
+	"github.com/thinlvm/thinlvm/e2e/imageserver"
 )
 
 // helloText is the file every test image holds.
 const helloText = "hello from the golden image\n"
 
-// imageServer serves test images to the VM (the guest reaches the host's
-// loopback as lvmvm.HostAddress) and counts the requests per path.
-type imageServer struct {
-	srv      *httptest.Server
-	mu       sync.Mutex
-	blobs    map[string][]byte
-	requests map[string]int
-	// rate, when set, limits a path's bytes per second.
-	rate map[string]int
-	// held, when set, stops a path's responses after some bytes until
-	// the path's hold is released.
-	held map[string]pathHold
-}
-
-// pathHold stops a path's responses after n bytes until release is closed.
-type pathHold struct {
-	n       int
-	release chan struct{}
-}
-
-func newImageServer(t testing.TB) *imageServer {
-	s := &imageServer{blobs: map[string][]byte{}, requests: map[string]int{}, rate: map[string]int{}, held: map[string]pathHold{}}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-func (s *imageServer) serve(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	blob, ok := s.blobs[r.URL.Path]
-	rate, held := s.rate[r.URL.Path], s.held[r.URL.Path]
-	s.requests[r.URL.Path]++
-	s.mu.Unlock()
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	w.Header().Set("ETag", `"`+sum(blob)[:16]+`"`)
-	if rate == 0 && held.n == 0 {
-		http.ServeContent(w, r, "image", time.Unix(1e9, 0), bytes.NewReader(blob))
-		return
-	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(blob)))
-	chunk := 1 << 20
-	if rate > 0 {
-		chunk = rate / 10
-	}
-	for off := 0; off < len(blob); off += chunk {
-		if held.n > 0 && off >= held.n {
-			w.(http.Flusher).Flush()
-			select {
-			case <-held.release:
-			case <-r.Context().Done():
-				return
-			}
-			held.n = 0
-		}
-		if _, err := w.Write(blob[off:min(off+chunk, len(blob))]); err != nil {
-			return
-		}
-		if rate > 0 {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-}
-
-// hold stops every response of path after n bytes until the returned
-// release is called; the responses after that are whole.
-func (s *imageServer) hold(path string, n int) (release func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := pathHold{n: n, release: make(chan struct{})}
-	s.held[path] = h
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			delete(s.held, path)
-			s.mu.Unlock()
-			close(h.release)
-		})
-	}
-}
-
-// add publishes blob at path and returns its URL as the guest sees it.
-func (s *imageServer) add(path string, blob []byte) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.blobs[path] = blob
-	_, port, _ := net.SplitHostPort(s.srv.Listener.Addr().String())
-	return "http://" + lvmvm.HostAddress + ":" + port + path
-}
-
-func (s *imageServer) count(path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.requests[path]
-}
-
-func sum(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
+// sum is a blob's sha256 as a GoldenImage names it.
+func sum(b []byte) string { return imageserver.SHA256(b) }
 
 // makeImage makes a raw disk image of size bytes holding an ext4 file
 // system with hello.txt, with mkfs.ext4 -d (no root, no mount needed).
@@ -344,10 +237,10 @@ func cleanupDisks(t testing.TB, names ...string) {
 // writes in one are invisible in the other and in the base; deleting the
 // GoldenImage removes the base and keeps the disks readable.
 func TestGoldenImageVMDisks(t *testing.T) {
-	images := newImageServer(t)
+	images := imageserver.Start(t)
 	raw := makeImage(t, 64<<20)
 	body := xzCompress(t, raw) // compressed on the wire
-	gi := goldenImage("debian-xz", images.add("/debian.raw.xz", body), sum(body), thinlvmv1.FormatRaw, "256Mi")
+	gi := goldenImage("debian-xz", images.Add("/debian.raw.xz", body), sum(body), thinlvmv1.FormatRaw, "256Mi")
 	create(t, gi)
 	goldenClass(t, "golden-debian", gi.Name)
 
@@ -411,9 +304,9 @@ func TestGoldenImageVMDisks(t *testing.T) {
 // A checksum mismatch: the GoldenImage says Degraded with the reason, no
 // base is left, and the claim stays Pending.
 func TestGoldenImageChecksumMismatch(t *testing.T) {
-	images := newImageServer(t)
+	images := imageserver.Start(t)
 	raw := makeImage(t, 16<<20)
-	gi := goldenImage("corrupt", images.add("/corrupt.raw", raw), strings.Repeat("0", 64), thinlvmv1.FormatRaw, "64Mi")
+	gi := goldenImage("corrupt", images.Add("/corrupt.raw", raw), strings.Repeat("0", 64), thinlvmv1.FormatRaw, "64Mi")
 	create(t, gi)
 	defer deleteAll(t, gi)
 	goldenClass(t, "golden-corrupt", gi.Name)
@@ -452,8 +345,8 @@ func TestGoldenImageBackingFileRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	images := newImageServer(t)
-	gi := goldenImage("evil", images.add("/evil.qcow2", body), sum(body), thinlvmv1.FormatQCOW2, "64Mi")
+	images := imageserver.Start(t)
+	gi := goldenImage("evil", images.Add("/evil.qcow2", body), sum(body), thinlvmv1.FormatQCOW2, "64Mi")
 	create(t, gi)
 	defer deleteAll(t, gi)
 	goldenClass(t, "golden-evil", gi.Name)
@@ -482,9 +375,9 @@ func TestGoldenImageBackingFileRefused(t *testing.T) {
 // Five claims at once of a qcow2 image's class on a node without the base:
 // one download, one base, five disks holding the image.
 func TestGoldenImageOnePopulationForFiveDisks(t *testing.T) {
-	images := newImageServer(t)
+	images := imageserver.Start(t)
 	body := toQCOW2(t, makeImage(t, 64<<20))
-	gi := goldenImage("debian-qcow2", images.add("/debian.qcow2", body), sum(body), thinlvmv1.FormatQCOW2, "128Mi")
+	gi := goldenImage("debian-qcow2", images.Add("/debian.qcow2", body), sum(body), thinlvmv1.FormatQCOW2, "128Mi")
 	create(t, gi)
 	defer deleteAll(t, gi)
 	goldenClass(t, "golden-qcow2", gi.Name)
@@ -499,7 +392,7 @@ func TestGoldenImageOnePopulationForFiveDisks(t *testing.T) {
 			t.Errorf("%s: hello.txt is %q", n, got)
 		}
 	}
-	if got := images.count("/debian.qcow2"); got != 1 {
+	if got := images.Requests("/debian.qcow2"); got != 1 {
 		t.Errorf("%d downloads, want 1", got)
 	}
 	n := 0
@@ -519,14 +412,14 @@ func TestGoldenImageOnePopulationForFiveDisks(t *testing.T) {
 // kubelet starts again removes the half-written base and makes it again,
 // and only a whole base is ever Ready.
 func TestGoldenImagePopulationInterrupted(t *testing.T) {
-	images := newImageServer(t)
+	images := imageserver.Start(t)
 	raw := makeImage(t, 32<<20)
 	// Data all through the image, so a base cut short is not whole.
 	for off := 1 << 20; off < len(raw); off += 64 << 10 {
 		copy(raw[off+60<<10:off+64<<10], bytes.Repeat([]byte{0xA5}, 4<<10))
 	}
-	url := images.add("/slow.raw", raw)
-	release := images.hold("/slow.raw", 8<<20)
+	url := images.Add("/slow.raw", raw)
+	release := images.Hold("/slow.raw", 8<<20)
 	defer release()
 	gi := goldenImage("slow", url, sum(raw), thinlvmv1.FormatRaw, "64Mi")
 	gi.Spec.Prewarm = &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"thinlvm.io/test-vm": "true"}}}
@@ -562,7 +455,7 @@ func TestGoldenImagePopulationInterrupted(t *testing.T) {
 	if f := bases(t)[baseLV]; len(f) == 0 || f[0][1] != 'r' {
 		t.Errorf("base %v, want sealed", f)
 	}
-	if got := images.count("/slow.raw"); got < 2 {
+	if got := images.Requests("/slow.raw"); got < 2 {
 		t.Errorf("%d downloads, want the cut one and a whole one", got)
 	}
 	// The whole image is in the base: a disk from it holds every byte.
@@ -639,9 +532,9 @@ func TestKubeVirtExample(t *testing.T) {
 			root, claim.Name, claim.Spec.VolumeMode, *claim.Spec.StorageClassName, sc.Name, sc.Parameters[thinlvmv1.GoldenImageParameter], gi.Name, gi.Spec.Format)
 	}
 
-	images := newImageServer(t)
+	images := imageserver.Start(t)
 	body := toQCOW2(t, makeImage(t, 64<<20))
-	gi.Spec.Source.HTTP.URL, gi.Spec.Source.HTTP.SHA256 = images.add("/ubuntu.qcow2", body), sum(body)
+	gi.Spec.Source.HTTP.URL, gi.Spec.Source.HTTP.SHA256 = images.Add("/ubuntu.qcow2", body), sum(body)
 	create(t, &gi, &sc)
 	defer deleteAll(t, &gi, &sc)
 	if err := k.WaitCapacityFor(ctx, vmNode, sc.Name); err != nil {

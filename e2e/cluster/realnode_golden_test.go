@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/e2e/imageserver"
 )
 
 // TestGoldenVMDisk: a VM disk made from a golden image (a thin snapshot of
@@ -16,8 +17,8 @@ func TestGoldenVMDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	full := append(img, make([]byte, 24<<20)...)
-	images := newImageServer(t)
-	gi := goldenImage("node-golden", images.add("/img.raw", img), sum(img), thinlvmv1.FormatRaw, "32Mi")
+	images := imageserver.Start(t)
+	gi := goldenImage("node-golden", images.Add("/img.raw", img), sum(img), thinlvmv1.FormatRaw, "32Mi")
 	create(t, gi)
 	t.Cleanup(func() { _ = k.Client.Delete(ctx, gi) })
 	goldenClass(t, "node-golden", gi.Name)

@@ -16,8 +16,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -40,6 +38,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/cluster"
+	"github.com/thinlvm/thinlvm/e2e/imageserver"
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 )
 
@@ -371,16 +370,9 @@ func serveImage(ctx context.Context) (url, sum, head string, err error) {
 		return "", "", "", err
 	}
 	s := sha256.Sum256(body)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", "", "", err
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.ServeContent(w, r, "disk.qcow2", time.Now(), bytes.NewReader(body))
-	})}
-	go func() { _ = srv.Serve(l) }()
-	context.AfterFunc(ctx, func() { _ = srv.Close() })
-	return fmt.Sprintf("http://%s:%d/disk.qcow2", lvmvm.HostAddress, l.Addr().(*net.TCPAddr).Port), hex.EncodeToString(s[:]), hex.EncodeToString(h[:]), nil
+	srv := imageserver.New()
+	context.AfterFunc(ctx, srv.Close)
+	return srv.Add("/disk.qcow2", body), hex.EncodeToString(s[:]), hex.EncodeToString(h[:]), nil
 }
 
 // provision creates each claim with a pod (thinlvm-scheduler's profile,

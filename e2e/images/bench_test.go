@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/e2e/imageserver"
 )
 
 // restartAgents restarts every VM node's agent with extra args and waits
@@ -45,7 +46,7 @@ func restartAgents(b *testing.B, nodes []string, extra ...string) {
 // every base is Ready, each way, and their ratios. Run with -benchtime 1x.
 func BenchmarkPrewarm(b *testing.B) {
 	const size, data = 256 * mib, 64 * mib
-	o := newOrigin(b)
+	o := imageserver.Start(b)
 	raw := diskImage(51, size, data)
 	nodes := slices.Sorted(maps.Keys(tb.VMs))
 	type result struct {
@@ -65,7 +66,7 @@ func BenchmarkPrewarm(b *testing.B) {
 			restartAgents(b, nodes, extra...)
 			name := fmt.Sprintf("bench-%s-%d", mode, i)
 			path := "/" + name + ".raw"
-			gi := httpImage(name, o.add(path, raw), raw, onNodes(nodes...))
+			gi := httpImage(name, o.Add(path, raw), raw, onNodes(nodes...))
 			start := time.Now()
 			create(b, gi)
 			waitFor(b, fmt.Sprintf("%s Ready on %d nodes", name, len(nodes)), 30*time.Minute, func() (bool, error) {
@@ -76,7 +77,7 @@ func BenchmarkPrewarm(b *testing.B) {
 				return got.Status.ReadyNodes == int32(len(nodes)), nil
 			})
 			secs := time.Since(start).Seconds()
-			downloads, served := o.stats(path)
+			downloads, served := o.Downloads(path)
 			fromOrigin := 0
 			for _, node := range nodes {
 				if base, err := baseOn(node, name); err != nil || base == nil {

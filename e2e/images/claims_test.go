@@ -11,6 +11,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/cluster"
+	"github.com/thinlvm/thinlvm/e2e/imageserver"
 )
 
 // fromImage checks that a LogicalVolume is made from a GoldenImage.
@@ -28,9 +29,9 @@ func fromImage(t testing.TB, lv *thinlvmv1.LogicalVolume, image string) {
 // deleting the claim leaves nothing.
 func TestDataSourceRef(t *testing.T) {
 	t.Parallel()
-	o := newOrigin(t)
+	o := imageserver.Start(t)
 	raw := diskImage(31, imageSize, imageData)
-	gi := httpImage("ref-disk", o.add("/ref.raw", raw), raw, onNodes(nodeA))
+	gi := httpImage("ref-disk", o.Add("/ref.raw", raw), raw, onNodes(nodeA))
 	create(t, gi)
 	defer deleteAndWait(t, gi)
 
@@ -92,10 +93,10 @@ func point(t testing.TB, ch *thinlvmv1.GoldenImageChannel, image string) {
 // the disk made from it keeps its data.
 func TestChannelMovesToANewVersion(t *testing.T) {
 	t.Parallel()
-	o := newOrigin(t)
+	o := imageserver.Start(t)
 	raw1, raw2 := diskImage(41, imageSize, imageData), diskImage(42, imageSize, imageData)
-	v1 := httpImage("chan-v1", o.add("/v1.raw", raw1), raw1, onNodes(nodeA))
-	v2 := httpImage("chan-v2", o.add("/v2.raw", raw2), raw2, onNodes(nodeA))
+	v1 := httpImage("chan-v1", o.Add("/v1.raw", raw1), raw1, onNodes(nodeA))
+	v2 := httpImage("chan-v2", o.Add("/v2.raw", raw2), raw2, onNodes(nodeA))
 	ch := &thinlvmv1.GoldenImageChannel{ObjectMeta: metav1.ObjectMeta{Name: "chan"}, Spec: thinlvmv1.GoldenImageChannelSpec{GoldenImage: v1.Name}}
 	create(t, v1, v2, ch)
 	defer deleteAndWait(t, ch, v2, v1)

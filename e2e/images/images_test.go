@@ -1,19 +1,14 @@
 package images_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +22,6 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/cluster"
-	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 )
 
 // The suite's two real-LVM nodes, each its own VM with VG vg0 and thin
@@ -82,70 +76,6 @@ func run(m *testing.M) int {
 		tb.DumpLogs(os.Stderr)
 	}
 	return code
-}
-
-// origin serves images over plain HTTP from this machine's loopback, which
-// the VMs reach as lvmvm.HostAddress, and counts per path the downloads
-// (GET requests answered with a body) and the bytes it served.
-type origin struct {
-	srv       *httptest.Server
-	mu        sync.Mutex
-	blobs     map[string][]byte
-	downloads map[string]int
-	served    map[string]int64
-}
-
-func newOrigin(t testing.TB) *origin {
-	o := &origin{blobs: map[string][]byte{}, downloads: map[string]int{}, served: map[string]int64{}}
-	o.srv = httptest.NewServer(http.HandlerFunc(o.serve))
-	t.Cleanup(o.srv.Close)
-	return o
-}
-
-// countingWriter counts the body bytes written.
-type countingWriter struct {
-	http.ResponseWriter
-	n int64
-}
-
-func (w *countingWriter) Write(b []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(b)
-	w.n += int64(n)
-	return n, err
-}
-
-func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
-	o.mu.Lock()
-	blob, ok := o.blobs[r.URL.Path]
-	o.mu.Unlock()
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	cw := &countingWriter{ResponseWriter: w}
-	http.ServeContent(cw, r, "image.raw", time.Unix(1e9, 0), bytes.NewReader(blob))
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.served[r.URL.Path] += cw.n
-	if r.Method == http.MethodGet && cw.n > 0 {
-		o.downloads[r.URL.Path]++
-	}
-}
-
-// add publishes blob at path and returns its URL as the VMs see it.
-func (o *origin) add(path string, blob []byte) string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.blobs[path] = blob
-	_, port, _ := net.SplitHostPort(o.srv.Listener.Addr().String())
-	return "http://" + net.JoinHostPort(lvmvm.HostAddress, port) + path
-}
-
-// stats are a path's downloads and bytes served.
-func (o *origin) stats(path string) (downloads int, served int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.downloads[path], o.served[path]
 }
 
 // diskImage is a raw disk image of size bytes whose first data bytes are

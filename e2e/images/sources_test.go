@@ -25,6 +25,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/cluster"
+	"github.com/thinlvm/thinlvm/e2e/imageserver"
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 )
 
@@ -135,15 +136,15 @@ func TestRegistrySource(t *testing.T) {
 // both bases hold the same bytes.
 func TestPeersShareOneDownload(t *testing.T) {
 	t.Parallel()
-	o := newOrigin(t)
+	o := imageserver.Start(t)
 	raw := diskImage(21, imageSize, imageData)
-	gi := httpImage("peers-disk", o.add("/peers.raw", raw), raw, onNodes(nodeA, nodeB))
+	gi := httpImage("peers-disk", o.Add("/peers.raw", raw), raw, onNodes(nodeA, nodeB))
 	create(t, gi)
 	defer deleteAndWait(t, gi)
 
 	a, b := readyBase(t, nodeA, gi.Name), readyBase(t, nodeB, gi.Name)
 	readyNodes(t, gi.Name, nodeA, nodeB)
-	if n, served := o.stats("/peers.raw"); n != 1 {
+	if n, served := o.Downloads("/peers.raw"); n != 1 {
 		t.Errorf("the origin served %d downloads (%d bytes), want 1", n, served)
 	}
 	froms := []string{a.From, b.From}

@@ -2,13 +2,8 @@ package migration_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -24,7 +19,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/e2e/cluster"
-	"github.com/thinlvm/thinlvm/e2e/lvmvm"
+	"github.com/thinlvm/thinlvm/e2e/imageserver"
 )
 
 // The two real-LVM nodes: each its own VM, VG vg0 and thin pool pool0.
@@ -85,23 +80,20 @@ func run(m *testing.M) int {
 // goldenImages serves two 64 MiB raw images from this machine and makes
 // their GoldenImages and classes: sharedClass's prewarmed on both nodes,
 // aloneClass's on nodeA only. It returns once the bases are Ready.
-func goldenImages(ctx context.Context) (*httptest.Server, error) {
+func goldenImages(ctx context.Context) (*imageserver.Server, error) {
 	img := make([]byte, 64*mib)
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := range imageData {
 		img[i] = byte(r.Uint32())
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.ServeContent(w, r, "image.raw", time.Unix(1e9, 0), strings.NewReader(string(img)))
-	}))
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	sum := sha256.Sum256(img)
+	srv := imageserver.New()
+	url := srv.Add("/image.raw", img)
 	for _, c := range []struct {
 		class string
 		nodes []string
 	}{{sharedClass, []string{nodeA, nodeB}}, {aloneClass, []string{nodeA}}} {
 		gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: c.class}, Spec: thinlvmv1.GoldenImageSpec{
-			Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: "http://" + lvmvm.HostAddress + ":" + port + "/image.raw", SHA256: hex.EncodeToString(sum[:])}},
+			Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: url, SHA256: imageserver.SHA256(img)}},
 			Format: thinlvmv1.FormatRaw, Size: resource.MustParse("64Mi"),
 			Prewarm: &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "kubernetes.io/hostname", Operator: metav1.LabelSelectorOpIn, Values: c.nodes}}}}}}
