@@ -101,7 +101,7 @@ test-minors: ## The scheduler for each older Kubernetes minor: the plugin's and 
 # counts, about 10s each here: with a -fuzztime duration, runs with no
 # failing input sometimes ended in "context deadline exceeded" from the fuzz
 # coordinator (Go 1.26). The image header checks live in their own package,
-# node/golden/imagefile, which imports no Kubernetes code: instrumented for
+# node/diskimage/imagefile, which imports no Kubernetes code: instrumented for
 # fuzzing, node/golden's dependencies took 5 minutes to build cold.
 .PHONY: test-fuzz
 test-fuzz: ## Short fuzz runs (about 10s each) of the parsers and validators, seeds included.
@@ -109,7 +109,7 @@ test-fuzz: ## Short fuzz runs (about 10s each) of the parsers and validators, se
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFullReport$$' -fuzztime 120000x ./lvmd/lvm/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseThinDelta$$' -fuzztime 150000x ./lvmd/lvm/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 50000x ./lvmd/config/
-	$(GO) test -run '^$$' -fuzz '^FuzzImageHeader$$' -fuzztime 20000x ./node/golden/imagefile/
+	$(GO) test -run '^$$' -fuzz '^FuzzImageHeader$$' -fuzztime 20000x ./node/diskimage/imagefile/
 
 # The images: OCI layout in bin/images; PUSH=<registry>/<repo> also pushes
 # them (<repo>/<name>:<tag>). The node images' Debian packages are pinned in

@@ -32,6 +32,7 @@ import (
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/agent"
 	"github.com/thinlvm/thinlvm/node/csi"
+	"github.com/thinlvm/thinlvm/node/diskimage"
 	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/lvmd"
 	"github.com/thinlvm/thinlvm/node/lvmnode"
@@ -182,7 +183,8 @@ func run(o options) error {
 	if err := agent.Setup(mgr, agent.Options{NodeName: o.nodeName, LVMD: client, Metrics: ctrlmetrics.Registry,
 		PublishInterval: o.publishInterval, PublishDriftInterval: o.publishDrift, NoSpaceRetryAfter: o.noSpaceRetryAfter,
 		Copier: copier, Peers: peers, Transfer: endpointStatus,
-		Golden:      &golden.Writer{QemuImg: qemuImg, ScratchDir: o.scratchDir, Reader: mgr.GetAPIReader(), Namespace: o.namespace},
+		Golden: &diskimage.Writer{QemuImg: qemuImg, ScratchDir: o.scratchDir,
+			Credentials: golden.Credentials{Reader: mgr.GetAPIReader(), Namespace: o.namespace}},
 		GoldenRetry: o.goldenRetry, Namespace: o.namespace}); err != nil {
 		return err
 	}

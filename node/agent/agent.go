@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/node/diskimage"
 	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/lvmd"
 	"github.com/thinlvm/thinlvm/node/lvmnode"
@@ -60,7 +61,7 @@ type Options struct {
 	Transfer *thinlvmv1.TransferEndpoint
 	// Golden writes golden bases; GoldenRetry is the first wait after a
 	// failed population.
-	Golden      *golden.Writer
+	Golden      *diskimage.Writer
 	GoldenRetry time.Duration
 	// Namespace is the agent's namespace (golden image download Leases).
 	Namespace string

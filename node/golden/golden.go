@@ -31,6 +31,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/diskimage"
 	"github.com/thinlvm/thinlvm/node/jobs"
 	"github.com/thinlvm/thinlvm/node/lvmd"
 	"github.com/thinlvm/thinlvm/node/transfer"
@@ -46,7 +47,7 @@ type Reconciler struct {
 	APIReader client.Reader
 	LVMD      lvmd.Client
 	NodeName  string
-	Writer    *Writer
+	Writer    *diskimage.Writer
 	Recorder  events.EventRecorder
 	// RetryAfter is the first wait after a failed population; it doubles
 	// up to 16 times as much. Default 30s.
@@ -82,7 +83,7 @@ type Reconciler struct {
 // population is one running population of a base (a job of pops).
 type population struct {
 	uid  types.UID
-	prog progress
+	prog diskimage.Progress
 
 	mu   sync.Mutex
 	src  string // where the data comes from: origin, volume, or a peer
@@ -432,12 +433,12 @@ func (r *Reconciler) populate(ctx context.Context, gi *thinlvmv1.GoldenImage, po
 	name := gi.Name
 	st := func(state thinlvmv1.GoldenBaseState) *thinlvmv1.GoldenBaseStatus {
 		return &thinlvmv1.GoldenBaseStatus{Name: name, LV: thinlvmv1.BaseLVName(gi), DeviceClass: gi.Spec.DeviceClass, Size: gi.BaseSize(), State: state,
-			BytesDone: pop.prog.done.Load(), BytesTotal: pop.prog.total.Load(), From: pop.from(), Message: pop.waiting()}
+			BytesDone: pop.prog.Done.Load(), BytesTotal: pop.prog.Total.Load(), From: pop.from(), Message: pop.waiting()}
 	}
 	if err := r.setBase(ctx, name, st(thinlvmv1.GoldenBasePopulating)); err != nil {
 		return 0, err
 	}
-	r.event(gi, corev1.EventTypeNormal, "Populating", "node %s: populating base %s from %s", r.NodeName, thinlvmv1.BaseLVName(gi), SourceName(&gi.Spec.Source))
+	r.event(gi, corev1.EventTypeNormal, "Populating", "node %s: populating base %s from %s", r.NodeName, thinlvmv1.BaseLVName(gi), diskimage.SourceName(&gi.Spec.Source))
 	done := make(chan struct{})
 	defer close(done)
 	go func() { // progress

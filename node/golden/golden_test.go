@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -35,6 +34,7 @@ import (
 	"github.com/thinlvm/thinlvm/internal/testutil"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/diskimage"
 	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/reconciler"
 	"github.com/thinlvm/thinlvm/node/transfer/transfertest"
@@ -56,13 +56,6 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// A fuzz worker runs only FuzzImageHeader, which needs no API server:
-	// and the fuzz coordinator kills a worker that is slow to stop, which
-	// would leave its etcd and kube-apiserver behind.
-	flag.Parse()
-	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
-		os.Exit(m.Run())
-	}
 	envtest.MainWithManager(m, envtest.Options{}, setup)
 }
 
@@ -102,7 +95,7 @@ func setup(ctx context.Context, env *envtest.Env, mgr ctrl.Manager) error {
 	// Copies from peers on: a node downloads from the origin only when it
 	// holds the image's Lease (peers_test.go).
 	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: lvmd, NodeName: node,
-		Writer: &golden.Writer{Attempts: 1}, Recorder: mgr.GetEventRecorder("thinlvm-node"), RetryAfter: time.Hour,
+		Writer: &diskimage.Writer{Attempts: 1}, Recorder: mgr.GetEventRecorder("thinlvm-node"), RetryAfter: time.Hour,
 		ProgressInterval: 50 * time.Millisecond, Metrics: golden.NewMetrics(metricsRegistry),
 		Copier: transfertest.Copier(node, mgr.GetAPIReader()), Namespace: "default", WaitInterval: 100 * time.Millisecond}).SetupWithManager(mgr); err != nil {
 		return err

@@ -26,6 +26,7 @@ import (
 	"github.com/thinlvm/thinlvm/internal/testutil"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/diskimage"
 	"github.com/thinlvm/thinlvm/node/golden"
 	"github.com/thinlvm/thinlvm/node/transfer/transfertest"
 )
@@ -73,7 +74,7 @@ func startPeer(t *testing.T) *lvmdtest.LVMD {
 		t.Fatal(err)
 	}
 	if err := (&golden.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LVMD: l, NodeName: peer,
-		Writer: &golden.Writer{Attempts: 1}, RetryAfter: time.Hour, ProgressInterval: 50 * time.Millisecond,
+		Writer: &diskimage.Writer{Attempts: 1}, RetryAfter: time.Hour, ProgressInterval: 50 * time.Millisecond,
 		Copier: transfertest.Copier(peer, mgr.GetAPIReader()), Namespace: "default", WaitInterval: 100 * time.Millisecond}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/directio"
+	"github.com/thinlvm/thinlvm/node/diskimage"
 	"github.com/thinlvm/thinlvm/node/transfer"
 )
 
@@ -132,7 +133,7 @@ func (r *Reconciler) fillOnce(ctx context.Context, gi *thinlvmv1.GoldenImage, po
 			return n, "", err
 		}
 		if r.Copier == nil {
-			return 0, "", fmt.Errorf("%w: the image is taken from a volume on node %s, and this node copies no bases from other nodes (--golden-peers=false, or no transfer endpoint)", errPermanent, sv.NodeName)
+			return 0, "", fmt.Errorf("%w: the image is taken from a volume on node %s, and this node copies no bases from other nodes (--golden-peers=false, or no transfer endpoint)", diskimage.ErrPermanent, sv.NodeName)
 		}
 	}
 	if r.Copier != nil && (failures < maxPeerFailures || src.FromVolume()) {
@@ -190,7 +191,7 @@ func (r *Reconciler) fromVolume(ctx context.Context, gi *thinlvmv1.GoldenImage, 
 		return 0, fmt.Errorf("get the source volume's LV %s: %w", srcLV, err)
 	}
 	if !slices.Contains(got.GetVolume().GetTags(), thinlvmv1.OwnerTagPrefix+sv.LogicalVolume) {
-		return 0, fmt.Errorf("%w: LV %s is not the LV of LogicalVolume %s", errPermanent, srcLV, sv.LogicalVolume)
+		return 0, fmt.Errorf("%w: LV %s is not the LV of LogicalVolume %s", diskimage.ErrPermanent, srcLV, sv.LogicalVolume)
 	}
 	want := gi.BaseSize()
 	if got.GetVolume().GetSizeBytes() > uint64(want.Value()) {
@@ -198,7 +199,7 @@ func (r *Reconciler) fromVolume(ctx context.Context, gi *thinlvmv1.GoldenImage, 
 		// made at least want large, and a snapshot cannot be smaller than
 		// its base.
 		return 0, fmt.Errorf("%w: the source volume %s is %d bytes, larger than the image's %s; make a GoldenImage with a size at least that large",
-			errPermanent, sv.LogicalVolume, got.GetVolume().GetSizeBytes(), want.String())
+			diskimage.ErrPermanent, sv.LogicalVolume, got.GetVolume().GetSizeBytes(), want.String())
 	}
 	size := uint64(want.Value())
 	resp, err := r.LVMD.CreateSnapshot(ctx, &pb.CreateSnapshotRequest{Name: lvName, DeviceClass: gi.Spec.DeviceClass, SourceName: srcLV,
@@ -267,16 +268,16 @@ func (r *Reconciler) copyFrom(ctx context.Context, gi *thinlvmv1.GoldenImage, po
 				return
 			case <-t.C:
 				p := sess.Progress()
-				pop.prog.done.Store(p.Done)
-				pop.prog.total.Store(p.Total)
+				pop.prog.Done.Store(p.Done)
+				pop.prog.Total.Store(p.Total)
 			}
 		}
 	}()
 	err = sess.CopyTo(ctx, vol.GetDevicePath(), false)
 	close(done)
 	p := sess.Progress()
-	pop.prog.done.Store(p.Done)
-	pop.prog.total.Store(p.Total)
+	pop.prog.Done.Store(p.Done)
+	pop.prog.Total.Store(p.Total)
 	if err != nil {
 		return 0, r.discard(ctx, vol, fmt.Errorf("%w: from node %s: %w", errPeer, peer, err))
 	}

@@ -1,4 +1,4 @@
-package golden
+package diskimage
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"time"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"github.com/thinlvm/thinlvm/node/golden/imagefile"
+	"github.com/thinlvm/thinlvm/node/diskimage/imagefile"
 )
 
 // Limits qemu-img runs under, as OpenStack runs it (prlimit, 1 GiB of
@@ -61,11 +61,11 @@ type qcow2Scratch struct {
 // the scratch file. remove removes it.
 func (w *Writer) newQCOW2Scratch() (*qcow2Scratch, error) {
 	if w.QemuImg == "" {
-		return nil, fmt.Errorf("%w: qcow2 images need qemu-img, and none is configured (--qemu-img)", errPermanent)
+		return nil, fmt.Errorf("%w: qcow2 images need qemu-img, and none is configured (--qemu-img)", ErrPermanent)
 	}
 	prlimit, err := exec.LookPath(cmp.Or(w.Prlimit, "prlimit"))
 	if err != nil {
-		return nil, fmt.Errorf("%w: qcow2 images need prlimit (util-linux) to run qemu-img with resource limits: %w", errPermanent, err)
+		return nil, fmt.Errorf("%w: qcow2 images need prlimit (util-linux) to run qemu-img with resource limits: %w", ErrPermanent, err)
 	}
 	f, err := os.CreateTemp(w.ScratchDir, "golden-*.qcow2")
 	if err != nil {
@@ -90,7 +90,7 @@ func (s *qcow2Scratch) remove() {
 func (s *qcow2Scratch) fill(src io.Reader, limit int64) error {
 	raw, _, err := imagefile.Decompress(src)
 	if err != nil {
-		return fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
+		return fmt.Errorf("%w: read the image's header: %w", ErrPermanent, err)
 	}
 	if c, ok := raw.(io.Closer); ok {
 		defer c.Close() // a zstd decoder's goroutines end only with Close
@@ -101,7 +101,7 @@ func (s *qcow2Scratch) fill(src io.Reader, limit int64) error {
 	scratch := &boundedWriter{w: s.f, left: bound}
 	if _, err := io.Copy(scratch, raw); err != nil {
 		if scratch.full {
-			return fmt.Errorf("%w: image refused: the qcow2 file expands past %d bytes, more than a %d-byte base needs", errPermanent, bound, limit)
+			return fmt.Errorf("%w: image refused: the qcow2 file expands past %d bytes, more than a %d-byte base needs", ErrPermanent, bound, limit)
 		}
 		return fmt.Errorf("download to %s: %w", s.f.Name(), err)
 	}
@@ -120,10 +120,10 @@ func (s *qcow2Scratch) convert(ctx context.Context, device string, limit int64) 
 		return 0, err
 	}
 	if err := info.Check(string(thinlvmv1.FormatQCOW2)); err != nil {
-		return 0, fmt.Errorf("%w: %w", errPermanent, err)
+		return 0, fmt.Errorf("%w: %w", ErrPermanent, err)
 	}
 	if info.VirtualSize > limit {
-		return 0, fmt.Errorf("%w: the image's virtual size %d is larger than the base (%d bytes)", errPermanent, info.VirtualSize, limit)
+		return 0, fmt.Errorf("%w: the image's virtual size %d is larger than the base (%d bytes)", ErrPermanent, info.VirtualSize, limit)
 	}
 	if _, err := s.w.qemuImg(ctx, s.prlimit, []string{"--as=" + strconv.Itoa(qemuImgAddressSpace)}, convertArgs(s.path, device)...); err != nil {
 		return 0, fmt.Errorf("qemu-img convert: %w", err)
@@ -150,7 +150,7 @@ func (w *Writer) info(ctx context.Context, prlimit, path string, format thinlvmv
 	out, err := w.qemuImg(ctx, prlimit, []string{"--as=" + strconv.Itoa(qemuImgAddressSpace), "--cpu=" + strconv.Itoa(qemuImgInfoCPUSeconds)},
 		"info", "--output=json", "-f", string(format), path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: image refused: qemu-img info cannot read it as %s: %w", errPermanent, format, err)
+		return nil, fmt.Errorf("%w: image refused: qemu-img info cannot read it as %s: %w", ErrPermanent, format, err)
 	}
 	info, err := imagefile.ParseInfo(out)
 	if err != nil {

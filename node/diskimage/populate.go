@@ -1,4 +1,4 @@
-package golden
+package diskimage
 
 import (
 	"bufio"
@@ -19,25 +19,24 @@ import (
 	"sync/atomic"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"github.com/thinlvm/thinlvm/node/golden/imagefile"
+	"github.com/thinlvm/thinlvm/node/diskimage/imagefile"
 )
 
-// errPermanent marks a failure that retrying the same download cannot fix
+// ErrPermanent marks a failure that retrying the same download cannot fix
 // (a 4xx answer, a checksum mismatch, an image larger than its base).
-var errPermanent = errors.New("permanent")
+var ErrPermanent = errors.New("permanent")
 
-// permanent says whether retrying cannot fix err: errPermanent's failures
+// permanent says whether retrying cannot fix err: ErrPermanent's failures
 // and the images imagefile refuses.
 func permanent(err error) bool {
-	return errors.Is(err, errPermanent) || errors.Is(err, imagefile.ErrRefused)
+	return errors.Is(err, ErrPermanent) || errors.Is(err, imagefile.ErrRefused)
 }
 
-// progress counts a population's bytes; read while it runs.
-type progress struct {
-	done, total atomic.Int64
+// Progress counts a population's bytes: Done of Total (0 while unknown).
+// Read while it runs.
+type Progress struct {
+	Done, Total atomic.Int64
 }
 
 // download is an HTTP GET that survives broken connections: after an error
@@ -52,7 +51,7 @@ type download struct {
 	attempts int
 	backoff  time.Duration
 	stall    time.Duration
-	prog     *progress
+	prog     *Progress
 
 	body      io.ReadCloser
 	off       int64
@@ -66,7 +65,7 @@ func (d *download) open() error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.url, nil)
 	if err != nil {
 		cancel()
-		return fmt.Errorf("%w: get %s: %w", errPermanent, d.name, withoutURL(err))
+		return fmt.Errorf("%w: get %s: %w", ErrPermanent, d.name, withoutURL(err))
 	}
 	if d.off > 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(d.off, 10)+"-")
@@ -89,7 +88,7 @@ func (d *download) open() error {
 				return fmt.Errorf("skip %d bytes already read: %w", d.off, err)
 			}
 		} else {
-			d.prog.total.Store(max(resp.ContentLength, 0))
+			d.prog.Total.Store(max(resp.ContentLength, 0))
 			if v := resp.Header.Get("ETag"); v != "" && v[0] != 'W' {
 				d.validator = v
 			} else {
@@ -100,7 +99,7 @@ func (d *download) open() error {
 		body.Close()
 		err := fmt.Errorf("GET %s: %s", d.name, resp.Status)
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
-			return fmt.Errorf("%w: %w", errPermanent, err)
+			return fmt.Errorf("%w: %w", ErrPermanent, err)
 		}
 		return err
 	}
@@ -118,7 +117,7 @@ func (d *download) Read(p []byte) (int, error) {
 			var n int
 			n, err = d.body.Read(p)
 			d.off += int64(n)
-			d.prog.done.Store(d.off)
+			d.prog.Done.Store(d.off)
 			if err == nil || err == io.EOF {
 				return n, err
 			}
@@ -163,7 +162,7 @@ func writeSparse(dst io.WriterAt, src io.Reader, limit int64) (int64, error) {
 	for {
 		n, err := io.ReadFull(src, buf)
 		if int64(n) > limit-off {
-			return off, fmt.Errorf("%w: the image is larger than the base (%d bytes)", errPermanent, limit)
+			return off, fmt.Errorf("%w: the image is larger than the base (%d bytes)", ErrPermanent, limit)
 		}
 		for i := 0; i < n; i += block {
 			b := buf[i:min(i+block, n)]
@@ -219,12 +218,10 @@ type Writer struct {
 	// host than its URL's (its authSecret's credentials never follow).
 	// Registries always may: they send blobs to their storage's host.
 	CrossHostRedirects bool
-	// Reader reads the Secrets and ConfigMaps sources name (authSecret,
-	// pullSecret, caConfigMap) in Namespace, the agent's own, once per
-	// population. An uncached reader (the manager's APIReader), so that the
-	// agent needs get on them and nothing more.
-	Reader    client.Reader
-	Namespace string
+	// Credentials reads the Secrets and ConfigMaps sources name
+	// (authSecret, pullSecret, caConfigMap); nil when the agent reads
+	// none, and a source that names one then fails.
+	Credentials Credentials
 
 	// dialHook, when set, is called for every connection the address check
 	// lets through, just before it connects: tests see there whether a
@@ -242,14 +239,14 @@ type Writer struct {
 // large and reads zeros, and verifies it: the sha256 of an HTTP download,
 // the digests of a registry image. It returns how many raw bytes the image
 // held.
-func (w *Writer) Populate(ctx context.Context, spec *thinlvmv1.GoldenImageSpec, device string, limit int64, prog *progress) (int64, error) {
+func (w *Writer) Populate(ctx context.Context, spec *thinlvmv1.GoldenImageSpec, device string, limit int64, prog *Progress) (int64, error) {
 	switch src := spec.Source; {
 	case src.HTTP != nil:
 		return w.populateHTTP(ctx, src.HTTP, spec.Format, device, limit, prog)
 	case src.Registry != nil:
 		return w.populateRegistry(ctx, src.Registry, spec.Format, device, limit, prog)
 	}
-	return 0, fmt.Errorf("%w: the source has neither http nor registry", errPermanent)
+	return 0, fmt.Errorf("%w: the source has neither http nor registry", ErrPermanent)
 }
 
 func (w *Writer) attempts() int {
@@ -267,7 +264,7 @@ func (w *Writer) backoff() time.Duration {
 }
 
 // newDownload is a download of url with the Writer's retries.
-func (w *Writer) newDownload(ctx context.Context, c *http.Client, url, name string, prog *progress) *download {
+func (w *Writer) newDownload(ctx context.Context, c *http.Client, url, name string, prog *Progress) *download {
 	d := &download{ctx: ctx, client: c, url: url, name: name, attempts: w.attempts(), backoff: w.backoff(),
 		stall: w.StallTimeout, prog: prog}
 	if d.stall <= 0 {
@@ -276,7 +273,7 @@ func (w *Writer) newDownload(ctx context.Context, c *http.Client, url, name stri
 	return d
 }
 
-func (w *Writer) populateHTTP(ctx context.Context, src *thinlvmv1.HTTPSource, format thinlvmv1.ImageFormat, device string, limit int64, prog *progress) (int64, error) {
+func (w *Writer) populateHTTP(ctx context.Context, src *thinlvmv1.HTTPSource, format thinlvmv1.ImageFormat, device string, limit int64, prog *Progress) (int64, error) {
 	c, done, err := w.sourceClient(ctx, src)
 	if err != nil {
 		return 0, err
@@ -325,7 +322,7 @@ const qcow2Magic = "QFI\xfb"
 func writeRaw(src io.Reader, device string, limit int64) (int64, error) {
 	dec, _, err := imagefile.Decompress(src)
 	if err != nil {
-		return 0, fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
+		return 0, fmt.Errorf("%w: read the image's header: %w", ErrPermanent, err)
 	}
 	if c, ok := dec.(io.Closer); ok {
 		defer c.Close() // a zstd decoder's goroutines end only with Close
@@ -333,10 +330,10 @@ func writeRaw(src io.Reader, device string, limit int64) (int64, error) {
 	raw := bufio.NewReaderSize(dec, 1<<20) // Decompress's own when not compressed
 	magic, err := raw.Peek(len(qcow2Magic))
 	if err != nil && err != io.EOF {
-		return 0, fmt.Errorf("%w: read the image's header: %w", errPermanent, err)
+		return 0, fmt.Errorf("%w: read the image's header: %w", ErrPermanent, err)
 	}
 	if string(magic) == qcow2Magic {
-		return 0, fmt.Errorf("%w: image refused: it is qcow2 (it starts with qcow2's magic) and the GoldenImage says raw: set spec.format to qcow2", errPermanent)
+		return 0, fmt.Errorf("%w: image refused: it is qcow2 (it starts with qcow2's magic) and the GoldenImage says raw: set spec.format to qcow2", ErrPermanent)
 	}
 	dev, err := os.OpenFile(device, os.O_WRONLY, 0)
 	if err != nil {
@@ -373,7 +370,7 @@ func SourceName(src *thinlvmv1.ImageSource) string {
 
 func verify(sum hash.Hash, want string) error {
 	if got := hex.EncodeToString(sum.Sum(nil)); got != want {
-		return fmt.Errorf("%w: sha256 mismatch: the image's is %s, the GoldenImage says %s", errPermanent, got, want)
+		return fmt.Errorf("%w: sha256 mismatch: the image's is %s, the GoldenImage says %s", ErrPermanent, got, want)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package golden
+package diskimage
 
 import (
 	"bytes"
@@ -132,8 +132,8 @@ func TestPopulateQCOW2RefusesOtherFiles(t *testing.T) {
 			}
 			dev := device(t, 8<<20)
 			w := &Writer{QemuImg: qemu, ScratchDir: scratch, Attempts: 1}
-			_, err = w.Populate(t.Context(), spec(srv.URL, sha(body), thinlvmv1.FormatQCOW2), dev, 8<<20, &progress{})
-			if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, errPermanent) {
+			_, err = w.Populate(t.Context(), spec(srv.URL, sha(body), thinlvmv1.FormatQCOW2), dev, 8<<20, &Progress{})
+			if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, ErrPermanent) {
 				t.Errorf("error %v, want a permanent one with %q", err, tt.msg)
 			}
 			got, err := os.ReadFile(dev)
@@ -194,9 +194,9 @@ func TestPopulateQCOW2ScratchBound(t *testing.T) {
 			srv := serve(t, body)
 			scratch := t.TempDir()
 			w := &Writer{QemuImg: qemuImg(t), ScratchDir: scratch, Attempts: 1, scratchSlack: slack}
-			_, err := w.Populate(t.Context(), spec(srv.URL, sha(body), thinlvmv1.FormatQCOW2), device(t, base), base, &progress{})
+			_, err := w.Populate(t.Context(), spec(srv.URL, sha(body), thinlvmv1.FormatQCOW2), device(t, base), base, &Progress{})
 			msg := "image refused: the qcow2 file expands past 2228224 bytes"
-			if bound != 2228224 || err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+			if bound != 2228224 || err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, ErrPermanent) {
 				t.Errorf("error %v, want a permanent one with %q (bound %d)", err, msg, bound)
 			}
 			if left, _ := filepath.Glob(filepath.Join(scratch, "golden-*")); len(left) != 0 {

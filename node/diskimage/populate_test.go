@@ -1,4 +1,4 @@
-package golden
+package diskimage
 
 import (
 	"bytes"
@@ -113,7 +113,7 @@ func TestPopulateRaw(t *testing.T) {
 			body := compress(t, kind, raw)
 			srv := serve(t, body)
 			dev := device(t, 8<<20)
-			var prog progress
+			var prog Progress
 			n, err := (&Writer{}).Populate(t.Context(), spec(srv.URL, sha(body), thinlvmv1.FormatRaw), dev, 8<<20, &prog)
 			if err != nil {
 				t.Fatal(err)
@@ -128,8 +128,8 @@ func TestPopulateRaw(t *testing.T) {
 			if !bytes.Equal(got[:len(raw)], raw) || !bytes.Equal(got[len(raw):], make([]byte, len(got)-len(raw))) {
 				t.Error("the device does not hold the image followed by zeros")
 			}
-			if prog.done.Load() != int64(len(body)) || prog.total.Load() != int64(len(body)) {
-				t.Errorf("progress %d of %d, want %d of %d", prog.done.Load(), prog.total.Load(), len(body), len(body))
+			if prog.Done.Load() != int64(len(body)) || prog.Total.Load() != int64(len(body)) {
+				t.Errorf("progress %d of %d, want %d of %d", prog.Done.Load(), prog.Total.Load(), len(body), len(body))
 			}
 		})
 	}
@@ -189,8 +189,8 @@ func TestPopulateRefuses(t *testing.T) {
 				w = &Writer{}
 			}
 			w.Backoff = time.Millisecond
-			_, err := w.Populate(t.Context(), tt.spec, device(t, tt.size), tt.size, &progress{})
-			if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, errPermanent) {
+			_, err := w.Populate(t.Context(), tt.spec, device(t, tt.size), tt.size, &Progress{})
+			if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, ErrPermanent) {
 				t.Errorf("error %v, want a permanent one with %q", err, tt.msg)
 			}
 		})
@@ -218,7 +218,7 @@ func TestPopulateResumes(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	dev := device(t, 8<<20)
-	if _, err := (&Writer{Backoff: time.Millisecond}).Populate(t.Context(), spec(srv.URL, sha(raw), thinlvmv1.FormatRaw), dev, 8<<20, &progress{}); err != nil {
+	if _, err := (&Writer{Backoff: time.Millisecond}).Populate(t.Context(), spec(srv.URL, sha(raw), thinlvmv1.FormatRaw), dev, 8<<20, &Progress{}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(dev)
@@ -238,7 +238,7 @@ func TestPopulateGivesUp(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(srv.Close)
-	_, err := (&Writer{Attempts: 3, Backoff: time.Millisecond}).Populate(t.Context(), spec(srv.URL, sha(nil), thinlvmv1.FormatRaw), device(t, 1<<20), 1<<20, &progress{})
+	_, err := (&Writer{Attempts: 3, Backoff: time.Millisecond}).Populate(t.Context(), spec(srv.URL, sha(nil), thinlvmv1.FormatRaw), device(t, 1<<20), 1<<20, &Progress{})
 	if err == nil || !strings.Contains(err.Error(), "3 attempts failed") || requests.Load() != 3 {
 		t.Errorf("error %v after %d requests, want to give up after 3", err, requests.Load())
 	}
@@ -268,7 +268,7 @@ func TestPopulateQCOW2(t *testing.T) {
 	srv := serve(t, body)
 	w := &Writer{QemuImg: qemuImg, ScratchDir: dir}
 	dev := device(t, 8<<20)
-	n, err := w.Populate(t.Context(), spec(srv.URL, sha(body), thinlvmv1.FormatQCOW2), dev, 8<<20, &progress{})
+	n, err := w.Populate(t.Context(), spec(srv.URL, sha(body), thinlvmv1.FormatQCOW2), dev, 8<<20, &Progress{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestPopulateQCOW2(t *testing.T) {
 	}
 	// An image whose virtual size exceeds the base is refused before
 	// anything is written.
-	_, err = w.Populate(t.Context(), spec(srv.URL, sha(body), thinlvmv1.FormatQCOW2), device(t, 2<<20), 2<<20, &progress{})
+	_, err = w.Populate(t.Context(), spec(srv.URL, sha(body), thinlvmv1.FormatQCOW2), device(t, 2<<20), 2<<20, &Progress{})
 	if err == nil || !strings.Contains(err.Error(), "virtual size") {
 		t.Errorf("error %v, want the virtual size refused", err)
 	}
@@ -294,8 +294,8 @@ func TestPopulateRawRefusesQCOW2(t *testing.T) {
 	for _, kind := range []string{"", "xz"} {
 		body := compress(t, kind, img)
 		srv := serve(t, body)
-		_, err := (&Writer{}).Populate(t.Context(), spec(srv.URL, sha(body), thinlvmv1.FormatRaw), device(t, 1<<20), 1<<20, &progress{})
-		if msg := "set spec.format to qcow2"; err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+		_, err := (&Writer{}).Populate(t.Context(), spec(srv.URL, sha(body), thinlvmv1.FormatRaw), device(t, 1<<20), 1<<20, &Progress{})
+		if msg := "set spec.format to qcow2"; err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, ErrPermanent) {
 			t.Errorf("compression %q: error %v, want a permanent one with %q", kind, err, msg)
 		}
 	}

@@ -1,10 +1,12 @@
-package golden
+package diskimage
 
 import (
 	"bytes"
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -22,7 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
@@ -30,21 +31,48 @@ import (
 // testNamespace is the node agent's namespace in these tests.
 const testNamespace = "thinlvm-system"
 
-// objects is a fake API client holding objs in the test namespace.
-func objects(t *testing.T, objs ...client.Object) client.Reader {
+// objects are Credentials holding objs in the test namespace, as the node
+// agent's (node/golden's) reads them; which Secrets may be sent is its
+// business, tested there.
+func objects(t *testing.T, objs ...client.Object) Credentials {
 	t.Helper()
+	c := fakeCredentials{}
 	for _, o := range objs {
 		o.SetNamespace(testNamespace)
-		if _, ok := o.(*corev1.Secret); ok && o.GetName() != unlabelled {
-			o.SetLabels(map[string]string{thinlvmv1.ImageCredentialsLabel: "true"})
+		kind := "ConfigMap"
+		if _, ok := o.(*corev1.Secret); ok {
+			kind = "Secret"
 		}
+		c[kind+"/"+o.GetName()] = o
 	}
-	return fake.NewClientBuilder().WithObjects(objs...).Build()
+	return c
 }
 
-// unlabelled names the test Secret that objects leaves without
-// thinlvmv1.ImageCredentialsLabel.
-const unlabelled = "unlabelled"
+type fakeCredentials map[string]client.Object
+
+func (c fakeCredentials) get(kind, name string) (client.Object, error) {
+	o, ok := c[kind+"/"+name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s %s/%s not found", ErrPermanent, kind, testNamespace, name)
+	}
+	return o, nil
+}
+
+func (c fakeCredentials) Secret(_ context.Context, name string) (*corev1.Secret, error) {
+	o, err := c.get("Secret", name)
+	if err != nil {
+		return nil, err
+	}
+	return o.(*corev1.Secret), nil
+}
+
+func (c fakeCredentials) ConfigMap(_ context.Context, name string) (*corev1.ConfigMap, error) {
+	o, err := c.get("ConfigMap", name)
+	if err != nil {
+		return nil, err
+	}
+	return o.(*corev1.ConfigMap), nil
+}
 
 // caConfigMap is a CA ConfigMap holding srv's certificate.
 func caConfigMap(name string, srv *httptest.Server) *corev1.ConfigMap {
@@ -112,7 +140,7 @@ func TestCheckAddress(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.address, func(t *testing.T) {
 			err := checkAddress(DefaultBlocked(), tt.address)
-			if (err != nil) != tt.blocked || (err != nil && !errors.Is(err, errPermanent)) {
+			if (err != nil) != tt.blocked || (err != nil && !errors.Is(err, ErrPermanent)) {
 				t.Errorf("error %v, want blocked %t (permanently)", err, tt.blocked)
 			}
 		})
@@ -159,8 +187,8 @@ func TestDownloadRefuses(t *testing.T) {
 			d := &dials{t: t}
 			w := tt.w
 			w.Attempts, w.dialHook = 1, d.hook
-			_, err := w.Populate(t.Context(), spec(tt.url, sha(testImage()), thinlvmv1.FormatRaw), device(t, 8<<20), 8<<20, &progress{})
-			if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, errPermanent) {
+			_, err := w.Populate(t.Context(), spec(tt.url, sha(testImage()), thinlvmv1.FormatRaw), device(t, 8<<20), 8<<20, &Progress{})
+			if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, ErrPermanent) {
 				t.Errorf("error %v, want a permanent one with %q", err, tt.msg)
 			}
 		})
@@ -180,9 +208,9 @@ func TestDownloadBlockedBeforeDial(t *testing.T) {
 	t.Cleanup(srv.Close)
 	d := &dials{t: t}
 	w := &Writer{Attempts: 1, Blocked: append(DefaultBlocked(), netip.MustParsePrefix("127.0.0.1/32")), dialHook: d.hook}
-	_, err := w.Populate(t.Context(), spec(srv.URL, sha(nil), thinlvmv1.FormatRaw), device(t, 1<<20), 1<<20, &progress{})
+	_, err := w.Populate(t.Context(), spec(srv.URL, sha(nil), thinlvmv1.FormatRaw), device(t, 1<<20), 1<<20, &Progress{})
 	msg := "connect to 127.0.0.1 refused: the address is in the blocked range 127.0.0.1/32"
-	if err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+	if err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, ErrPermanent) {
 		t.Errorf("error %v, want a permanent one with %q", err, msg)
 	}
 	if d.count() != 0 || l.n.Load() != 0 {
@@ -224,7 +252,7 @@ func TestDownloadStalls(t *testing.T) {
 			t.Cleanup(srv.Close)
 			begin := time.Now()
 			w := &Writer{Attempts: 1, StallTimeout: time.Second}
-			_, err := w.Populate(t.Context(), spec(srv.URL, sha(raw), thinlvmv1.FormatRaw), device(t, 8<<20), 8<<20, &progress{})
+			_, err := w.Populate(t.Context(), spec(srv.URL, sha(raw), thinlvmv1.FormatRaw), device(t, 8<<20), 8<<20, &Progress{})
 			if took := time.Since(begin); err == nil || !errors.Is(err, errStalled) || !strings.Contains(err.Error(), tt.msg) || took > 5*time.Second {
 				t.Errorf("error %v after %s, want %q within the stall timeout", err, took, tt.msg)
 			}
@@ -290,7 +318,7 @@ func TestErrorsHideCredentials(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := tt.w
 			w.Attempts, w.Backoff, w.dialHook = 1, time.Millisecond, (&dials{t: t}).hook
-			_, err := w.Populate(t.Context(), spec(tt.url, sha(nil), thinlvmv1.FormatRaw), device(t, 1<<20), 1<<20, &progress{})
+			_, err := w.Populate(t.Context(), spec(tt.url, sha(nil), thinlvmv1.FormatRaw), device(t, 1<<20), 1<<20, &Progress{})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -355,8 +383,6 @@ func TestDownloadCredentials(t *testing.T) {
 	basic := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "basic"}, Data: map[string][]byte{"username": []byte("alice"), "password": []byte("s3cret")}}
 	bearer := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bearer"}, Data: map[string][]byte{"token": []byte("hunter2")}}
 	both := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "both"}, Data: map[string][]byte{"username": []byte("alice"), "token": []byte("hunter2")}}
-	// A ServiceAccount token Secret, say: never sent.
-	saToken := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: unlabelled}, Data: map[string][]byte{"token": []byte("not for images")}}
 	tests := []struct {
 		name, secret, path string
 		origin, elsewhere  []string // the Authorization headers each server saw
@@ -369,18 +395,17 @@ func TestDownloadCredentials(t *testing.T) {
 		{name: "not to a redirect's other port", secret: "basic", path: "/port", origin: []string{"Basic YWxpY2U6czNjcmV0"}, elsewhere: []string{""}},
 		{name: "missing Secret", secret: "gone", path: "/image", msg: "Secret thinlvm-system/gone not found"},
 		{name: "token and username", secret: "both", path: "/image", msg: "Secret thinlvm-system/both has both token and username/password"},
-		{name: "a Secret not labelled for images", secret: unlabelled, path: "/image", msg: "is not labelled " + thinlvmv1.ImageCredentialsLabel + "=true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			origin.auth, elsewhere.auth = nil, nil
-			w := &Writer{Attempts: 1, CrossHostRedirects: true, dialHook: (&dials{t: t}).hook, Reader: objects(t, basic, bearer, both, saToken), Namespace: testNamespace}
+			w := &Writer{Attempts: 1, CrossHostRedirects: true, dialHook: (&dials{t: t}).hook, Credentials: objects(t, basic, bearer, both)}
 			s := spec(srv.URL+tt.path, sha(raw), thinlvmv1.FormatRaw)
 			s.Source.HTTP.AuthSecret = tt.secret
 			dev := device(t, 8<<20)
-			_, err := w.Populate(t.Context(), s, dev, 8<<20, &progress{})
+			_, err := w.Populate(t.Context(), s, dev, 8<<20, &Progress{})
 			if tt.msg != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, errPermanent) {
+				if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, ErrPermanent) {
 					t.Errorf("error %v, want a permanent one with %q", err, tt.msg)
 				}
 				if len(origin.auth) != 0 {
@@ -427,13 +452,13 @@ func TestDownloadCredentialsNotInClear(t *testing.T) {
 	} {
 		t.Run(tt.url, func(t *testing.T) {
 			d := &dials{t: t}
-			w := &Writer{Attempts: 1, dialHook: d.hook, Reader: objects(t, basic, bearer), Namespace: testNamespace}
+			w := &Writer{Attempts: 1, dialHook: d.hook, Credentials: objects(t, basic, bearer)}
 			w.clientOnce.Do(func() { w.client = &http.Client{Transport: notSent{t}} })
 			s := spec(tt.url, sha(raw), thinlvmv1.FormatRaw)
 			s.Source.HTTP.AuthSecret = tt.secret
-			_, err := w.Populate(t.Context(), s, device(t, 8<<20), 8<<20, &progress{})
+			_, err := w.Populate(t.Context(), s, device(t, 8<<20), 8<<20, &Progress{})
 			msg := "authSecret " + tt.secret + " refused: its credentials would cross the network in clear over http"
-			if err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+			if err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, ErrPermanent) {
 				t.Errorf("error %v, want a permanent one with %q", err, msg)
 			}
 			if err != nil && strings.Contains(err.Error(), "sig=x") {
@@ -452,11 +477,11 @@ func TestDownloadCredentialsNotInClear(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	w := &Writer{Attempts: 1, dialHook: (&dials{t: t}).hook, Reader: objects(t, basic, bearer), Namespace: testNamespace}
+	w := &Writer{Attempts: 1, dialHook: (&dials{t: t}).hook, Credentials: objects(t, basic, bearer)}
 	s := spec("http://localhost:"+port+"/disk.img", sha(raw), thinlvmv1.FormatRaw)
 	s.Source.HTTP.AuthSecret = "bearer"
 	dev := device(t, 8<<20)
-	if _, err := w.Populate(t.Context(), s, dev, 8<<20, &progress{}); err != nil {
+	if _, err := w.Populate(t.Context(), s, dev, 8<<20, &Progress{}); err != nil {
 		t.Fatal(err)
 	}
 	checkDevice(t, dev, raw)
@@ -489,7 +514,7 @@ func TestCheckCleartextAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = checkCleartextAuth(u, "auth")
-		if (err == nil) != tt.ok || err != nil && !errors.Is(err, errPermanent) {
+		if (err == nil) != tt.ok || err != nil && !errors.Is(err, ErrPermanent) {
 			t.Errorf("%s: error %v, want ok %v", tt.url, err, tt.ok)
 		}
 	}
@@ -506,11 +531,11 @@ func TestDownloadCAConfigMap(t *testing.T) {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	for _, configMap := range []string{"ca", ""} {
-		w := &Writer{Attempts: 1, dialHook: (&dials{t: t}).hook, Reader: objects(t, caConfigMap("ca", srv)), Namespace: testNamespace}
+		w := &Writer{Attempts: 1, dialHook: (&dials{t: t}).hook, Credentials: objects(t, caConfigMap("ca", srv))}
 		s := spec(srv.URL, sha(raw), thinlvmv1.FormatRaw)
 		s.Source.HTTP.CAConfigMap = configMap
 		dev := device(t, 8<<20)
-		_, err := w.Populate(t.Context(), s, dev, 8<<20, &progress{})
+		_, err := w.Populate(t.Context(), s, dev, 8<<20, &Progress{})
 		switch {
 		case configMap != "" && err != nil:
 			t.Fatal(err)

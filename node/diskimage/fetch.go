@@ -1,4 +1,4 @@
-package golden
+package diskimage
 
 import (
 	"context"
@@ -19,9 +19,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 )
@@ -109,13 +106,13 @@ func (w *Writer) newTransport(roots *x509.CertPool) *http.Transport {
 func checkAddress(blocked []netip.Prefix, address string) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return fmt.Errorf("%w: connect to %s refused: not an ip address", errPermanent, address)
+		return fmt.Errorf("%w: connect to %s refused: not an ip address", ErrPermanent, address)
 	}
 	// A zoned address matches no prefix, and a v4-mapped one no v4 prefix.
 	ip := ap.Addr().WithZone("").Unmap()
 	for _, p := range blocked {
 		if p.Contains(ip) {
-			return fmt.Errorf("%w: connect to %s refused: the address is in the blocked range %s (link-local or cloud metadata)", errPermanent, ip, p)
+			return fmt.Errorf("%w: connect to %s refused: the address is in the blocked range %s (link-local or cloud metadata)", ErrPermanent, ip, p)
 		}
 	}
 	return nil
@@ -130,13 +127,13 @@ func (w *Writer) checkRedirect(req *http.Request, via []*http.Request) error {
 	to := redactURL(req.URL.String())
 	switch {
 	case len(via) >= maxRedirects:
-		return fmt.Errorf("%w: redirect to %s refused: more than %d redirects", errPermanent, to, maxRedirects)
+		return fmt.Errorf("%w: redirect to %s refused: more than %d redirects", ErrPermanent, to, maxRedirects)
 	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
-		return fmt.Errorf("%w: redirect to %s refused: not http or https", errPermanent, to)
+		return fmt.Errorf("%w: redirect to %s refused: not http or https", ErrPermanent, to)
 	case req.URL.Scheme == "http" && slices.ContainsFunc(via, func(r *http.Request) bool { return r.URL.Scheme == "https" }):
-		return fmt.Errorf("%w: redirect to %s refused: from https to http", errPermanent, to)
+		return fmt.Errorf("%w: redirect to %s refused: from https to http", ErrPermanent, to)
 	case !w.CrossHostRedirects && !strings.EqualFold(req.URL.Hostname(), via[0].URL.Hostname()):
-		return fmt.Errorf("%w: redirect to %s refused: another host than %s", errPermanent, to, via[0].URL.Hostname())
+		return fmt.Errorf("%w: redirect to %s refused: another host than %s", ErrPermanent, to, via[0].URL.Hostname())
 	}
 	return nil
 }
@@ -248,31 +245,28 @@ func (wd *watchdog) Close() error {
 // certificates, as in the ConfigMaps Kubernetes publishes its own CA in.
 const CAKey = "ca.crt"
 
-// getObject reads the Secret or ConfigMap name of the agent's namespace,
-// at each population: a credential or CA changed since takes effect with
-// the next one.
-func (w *Writer) getObject(ctx context.Context, name string, obj client.Object) error {
-	kind := "ConfigMap"
-	if _, ok := obj.(*corev1.Secret); ok {
-		kind = "Secret"
+// Credentials reads the Secrets and ConfigMaps a source names
+// (authSecret, pullSecret, caConfigMap), at each population: a credential
+// or CA changed since takes effect with the next one. Its errors wrap
+// ErrPermanent when the object does not exist or may not be sent; others
+// are retried. The objects it returns carry their namespace, which the
+// Writer's errors name.
+type Credentials interface {
+	Secret(ctx context.Context, name string) (*corev1.Secret, error)
+	ConfigMap(ctx context.Context, name string) (*corev1.ConfigMap, error)
+}
+
+// noCredentials is the error of a Writer without Credentials asked for
+// the object name of kind.
+func noCredentials(kind, name string) error {
+	return fmt.Errorf("%w: %s %s: this node agent reads no Secrets or ConfigMaps (it has no API client)", ErrPermanent, kind, name)
+}
+
+func (w *Writer) secret(ctx context.Context, name string) (*corev1.Secret, error) {
+	if w.Credentials == nil {
+		return nil, noCredentials("Secret", name)
 	}
-	switch {
-	case w.Reader == nil:
-		return fmt.Errorf("%w: %s %s: this node agent reads no Secrets or ConfigMaps (it has no API client)", errPermanent, kind, name)
-	case w.Namespace == "":
-		return fmt.Errorf("%w: %s %s: this node agent's namespace is unknown (--namespace or $POD_NAMESPACE)", errPermanent, kind, name)
-	}
-	if err := w.Reader.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("%w: %s %s/%s not found", errPermanent, kind, w.Namespace, name)
-		}
-		return fmt.Errorf("get %s %s/%s: %w", kind, w.Namespace, name, err)
-	}
-	if kind == "Secret" && obj.GetLabels()[thinlvmv1.ImageCredentialsLabel] != "true" {
-		return fmt.Errorf("%w: Secret %s/%s is not labelled %s=true: only Secrets so labelled are sent as an image's credentials",
-			errPermanent, w.Namespace, name, thinlvmv1.ImageCredentialsLabel)
-	}
-	return nil
+	return w.Credentials.Secret(ctx, name)
 }
 
 // caPool reads the CA ConfigMap name: the certificates that verify a
@@ -281,17 +275,20 @@ func (w *Writer) caPool(ctx context.Context, name string) (*x509.CertPool, error
 	if name == "" {
 		return nil, nil
 	}
-	cm := &corev1.ConfigMap{}
-	if err := w.getObject(ctx, name, cm); err != nil {
+	if w.Credentials == nil {
+		return nil, noCredentials("ConfigMap", name)
+	}
+	cm, err := w.Credentials.ConfigMap(ctx, name)
+	if err != nil {
 		return nil, err
 	}
 	pem, ok := cm.Data[CAKey]
 	if !ok {
-		return nil, fmt.Errorf("%w: ConfigMap %s/%s has no key %s", errPermanent, w.Namespace, name, CAKey)
+		return nil, fmt.Errorf("%w: ConfigMap %s/%s has no key %s", ErrPermanent, cm.Namespace, cm.Name, CAKey)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(pem)) {
-		return nil, fmt.Errorf("%w: ConfigMap %s/%s: %s holds no PEM certificate", errPermanent, w.Namespace, name, CAKey)
+		return nil, fmt.Errorf("%w: ConfigMap %s/%s: %s holds no PEM certificate", ErrPermanent, cm.Namespace, cm.Name, CAKey)
 	}
 	return pool, nil
 }
@@ -307,8 +304,8 @@ const (
 // Authorization header it makes: basic with username and password, or
 // bearer with token.
 func (w *Writer) httpAuthorization(ctx context.Context, name string) (string, error) {
-	s := &corev1.Secret{}
-	if err := w.getObject(ctx, name, s); err != nil {
+	s, err := w.secret(ctx, name)
+	if err != nil {
 		return "", err
 	}
 	user, hasUser := s.Data[AuthUsernameKey]
@@ -316,13 +313,13 @@ func (w *Writer) httpAuthorization(ctx context.Context, name string) (string, er
 	token, hasToken := s.Data[AuthTokenKey]
 	switch {
 	case hasToken && (hasUser || hasPass):
-		return "", fmt.Errorf("%w: Secret %s/%s has both %s and %s/%s: keep one", errPermanent, w.Namespace, name, AuthTokenKey, AuthUsernameKey, AuthPasswordKey)
+		return "", fmt.Errorf("%w: Secret %s/%s has both %s and %s/%s: keep one", ErrPermanent, s.Namespace, s.Name, AuthTokenKey, AuthUsernameKey, AuthPasswordKey)
 	case hasToken && len(token) > 0:
 		return "Bearer " + string(token), nil
 	case hasUser && hasPass:
 		return "Basic " + base64.StdEncoding.EncodeToString([]byte(string(user)+":"+string(pass))), nil
 	}
-	return "", fmt.Errorf("%w: Secret %s/%s has neither %s and %s nor %s", errPermanent, w.Namespace, name, AuthUsernameKey, AuthPasswordKey, AuthTokenKey)
+	return "", fmt.Errorf("%w: Secret %s/%s has neither %s and %s nor %s", ErrPermanent, s.Namespace, s.Name, AuthUsernameKey, AuthPasswordKey, AuthTokenKey)
 }
 
 // sourceClient is the client that downloads src: the Writer's, or one
@@ -345,7 +342,7 @@ func (w *Writer) sourceClient(ctx context.Context, src *thinlvmv1.HTTPSource) (c
 	if src.AuthSecret != "" {
 		u, err := url.Parse(src.URL)
 		if err != nil {
-			return nil, done, fmt.Errorf("%w: url %s: %w", errPermanent, redactURL(src.URL), withoutURL(err))
+			return nil, done, fmt.Errorf("%w: url %s: %w", ErrPermanent, redactURL(src.URL), withoutURL(err))
 		}
 		if err := checkCleartextAuth(u, src.AuthSecret); err != nil {
 			return nil, done, err
@@ -369,7 +366,7 @@ func checkCleartextAuth(u *url.URL, secret string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: url %s: authSecret %s refused: its credentials would cross the network in clear over %s; use an https URL (plain http only to the node's loopback)",
-		errPermanent, redactURL(u.String()), secret, u.Scheme)
+		ErrPermanent, redactURL(u.String()), secret, u.Scheme)
 }
 
 // credentials adds an Authorization header to the requests to one scheme

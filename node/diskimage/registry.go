@@ -1,4 +1,4 @@
-package golden
+package diskimage
 
 import (
 	"archive/tar"
@@ -28,7 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
-	"github.com/thinlvm/thinlvm/node/golden/imagefile"
+	"github.com/thinlvm/thinlvm/node/diskimage/imagefile"
 )
 
 // A registry source is an OCI image in KubeVirt's container-disk layout:
@@ -68,7 +68,7 @@ type pull struct {
 	layers []v1.Descriptor
 }
 
-func (w *Writer) populateRegistry(ctx context.Context, src *thinlvmv1.RegistrySource, format thinlvmv1.ImageFormat, device string, limit int64, prog *progress) (int64, error) {
+func (w *Writer) populateRegistry(ctx context.Context, src *thinlvmv1.RegistrySource, format thinlvmv1.ImageFormat, device string, limit int64, prog *Progress) (int64, error) {
 	ref, err := parseImage(src.Image)
 	if err != nil {
 		return 0, err
@@ -104,7 +104,7 @@ func (w *Writer) populateRegistry(ctx context.Context, src *thinlvmv1.RegistrySo
 	for _, l := range p.layers {
 		total += l.Size
 	}
-	prog.total.Store(total)
+	prog.Total.Store(total)
 
 	var n int64
 	sink := func(disk io.Reader) error {
@@ -128,14 +128,14 @@ func (w *Writer) populateRegistry(ctx context.Context, src *thinlvmv1.RegistrySo
 // sha256 digest.
 func parseImage(image string) (name.Digest, error) {
 	if !strings.Contains(image, "@") {
-		return name.Digest{}, fmt.Errorf("%w: image %q is not pinned by digest: give it as registry/repository@sha256:<hex>, the digest is its integrity check", errPermanent, image)
+		return name.Digest{}, fmt.Errorf("%w: image %q is not pinned by digest: give it as registry/repository@sha256:<hex>, the digest is its integrity check", ErrPermanent, image)
 	}
 	ref, err := name.NewDigest(image)
 	if err != nil {
-		return name.Digest{}, fmt.Errorf("%w: image %q: %w", errPermanent, image, err)
+		return name.Digest{}, fmt.Errorf("%w: image %q: %w", ErrPermanent, image, err)
 	}
 	if !strings.HasPrefix(ref.DigestStr(), "sha256:") {
-		return name.Digest{}, fmt.Errorf("%w: image %q: the digest must be sha256", errPermanent, image)
+		return name.Digest{}, fmt.Errorf("%w: image %q: the digest must be sha256", ErrPermanent, image)
 	}
 	return ref, nil
 }
@@ -153,7 +153,7 @@ func (w *Writer) resolve(ctx context.Context, ref name.Digest, auth authn.Authen
 			if permanent(err) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("%w: %w", errPermanent, err)
+			return nil, fmt.Errorf("%w: %w", ErrPermanent, err)
 		case ctx.Err() != nil:
 			return nil, err
 		case failures >= w.attempts():
@@ -189,18 +189,18 @@ func (w *Writer) resolveOnce(ctx context.Context, ref name.Digest, auth authn.Au
 		return nil, fmt.Errorf("image %s: %w", ref, err)
 	}
 	if len(m.Layers) == 0 {
-		return nil, fmt.Errorf("%w: image %s refused: it has no layers, so no disk", errPermanent, ref)
+		return nil, fmt.Errorf("%w: image %s refused: it has no layers, so no disk", ErrPermanent, ref)
 	}
 	for _, l := range m.Layers {
 		switch {
 		case !l.MediaType.IsLayer():
-			return nil, fmt.Errorf("%w: image %s refused: layer %s is a %q, not an image layer", errPermanent, ref, l.Digest, l.MediaType)
+			return nil, fmt.Errorf("%w: image %s refused: layer %s is a %q, not an image layer", ErrPermanent, ref, l.Digest, l.MediaType)
 		case !l.MediaType.IsDistributable() || len(l.URLs) > 0:
-			return nil, fmt.Errorf("%w: image %s refused: layer %s is not distributable (it is fetched from elsewhere)", errPermanent, ref, l.Digest)
+			return nil, fmt.Errorf("%w: image %s refused: layer %s is not distributable (it is fetched from elsewhere)", ErrPermanent, ref, l.Digest)
 		case l.Digest.Algorithm != "sha256" || len(l.Digest.Hex) != sha256.Size*2:
-			return nil, fmt.Errorf("%w: image %s refused: layer %s is not named by a sha256 digest", errPermanent, ref, l.Digest)
+			return nil, fmt.Errorf("%w: image %s refused: layer %s is not named by a sha256 digest", ErrPermanent, ref, l.Digest)
 		case l.Size < 0:
-			return nil, fmt.Errorf("%w: image %s refused: layer %s has a negative size", errPermanent, ref, l.Digest)
+			return nil, fmt.Errorf("%w: image %s refused: layer %s has a negative size", ErrPermanent, ref, l.Digest)
 		}
 	}
 	return &pull{ref: ref, client: &http.Client{Transport: rt, CheckRedirect: checkRegistryRedirect}, layers: m.Layers}, nil
@@ -235,15 +235,15 @@ func checkRegistryRedirect(req *http.Request, via []*http.Request) error {
 	to := redactURL(req.URL.String())
 	switch {
 	case len(via) >= maxRedirects:
-		return fmt.Errorf("%w: redirect to %s refused: more than %d redirects", errPermanent, to, maxRedirects)
+		return fmt.Errorf("%w: redirect to %s refused: more than %d redirects", ErrPermanent, to, maxRedirects)
 	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
-		return fmt.Errorf("%w: redirect to %s refused: not http or https", errPermanent, to)
+		return fmt.Errorf("%w: redirect to %s refused: not http or https", ErrPermanent, to)
 	case req.URL.Scheme == "http" && sentHTTPS(req, via):
-		return fmt.Errorf("%w: redirect to %s refused: from https to http", errPermanent, to)
+		return fmt.Errorf("%w: redirect to %s refused: from https to http", ErrPermanent, to)
 	}
 	if ip, err := netip.ParseAddr(req.URL.Hostname()); err == nil && !strings.EqualFold(req.URL.Hostname(), via[0].URL.Hostname()) &&
 		(ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified()) {
-		return fmt.Errorf("%w: redirect to %s refused: from %s to a private address", errPermanent, to, via[0].URL.Hostname())
+		return fmt.Errorf("%w: redirect to %s refused: from %s to a private address", ErrPermanent, to, via[0].URL.Hostname())
 	}
 	return nil
 }
@@ -264,7 +264,7 @@ func sentHTTPS(req *http.Request, via []*http.Request) bool {
 // scan reads the image's layers, top layer first, and hands the disk file's
 // bytes to sink as they stream. It reads every layer to its end: to verify
 // its digest, and to refuse a second disk file below.
-func (w *Writer) scan(ctx context.Context, p *pull, sink func(io.Reader) error, limit int64, prog *progress) error {
+func (w *Writer) scan(ctx context.Context, p *pull, sink func(io.Reader) error, limit int64, prog *Progress) error {
 	tree := newDiskTree()
 	var done int64
 	for i := len(p.layers) - 1; i >= 0; i-- {
@@ -275,17 +275,17 @@ func (w *Writer) scan(ctx context.Context, p *pull, sink func(io.Reader) error, 
 		tree.endLayer()
 	}
 	if tree.disk == "" {
-		return fmt.Errorf("%w: image %s refused: it holds no disk file under /disk/ (KubeVirt's container-disk layout)", errPermanent, p.ref)
+		return fmt.Errorf("%w: image %s refused: it holds no disk file under /disk/ (KubeVirt's container-disk layout)", ErrPermanent, p.ref)
 	}
 	return nil
 }
 
-func (w *Writer) scanLayer(ctx context.Context, p *pull, l v1.Descriptor, tree *diskTree, sink func(io.Reader) error, limit int64, prog *progress, before int64) error {
+func (w *Writer) scanLayer(ctx context.Context, p *pull, l v1.Descriptor, tree *diskTree, sink func(io.Reader) error, limit int64, prog *Progress, before int64) error {
 	repo := p.ref.Context()
 	// Built as https: the registry's transport sends it over http when the
 	// registry speaks only that.
 	u := "https://" + repo.RegistryStr() + "/v2/" + repo.RepositoryStr() + "/blobs/" + l.Digest.String()
-	layerProg := &progress{}
+	layerProg := &Progress{}
 	d := w.newDownload(ctx, p.client, u, "layer "+l.Digest.String()+" of "+repo.Name(), layerProg)
 	defer d.Close()
 	body := &layerBody{r: io.LimitReader(d, l.Size+1), sum: sha256.New(), prog: prog, layer: layerProg, before: before}
@@ -295,10 +295,10 @@ func (w *Writer) scanLayer(ctx context.Context, p *pull, l v1.Descriptor, tree *
 			return err
 		}
 		if body.n != l.Size {
-			return fmt.Errorf("%w: layer %s of %s: the registry sent more or fewer bytes than the manifest's %d", errPermanent, l.Digest, p.ref, l.Size)
+			return fmt.Errorf("%w: layer %s of %s: the registry sent more or fewer bytes than the manifest's %d", ErrPermanent, l.Digest, p.ref, l.Size)
 		}
 		if got := hex.EncodeToString(body.sum.Sum(nil)); got != l.Digest.Hex {
-			return fmt.Errorf("%w: layer %s of %s: digest mismatch: its bytes' sha256 is %s", errPermanent, l.Digest, p.ref, got)
+			return fmt.Errorf("%w: layer %s of %s: digest mismatch: its bytes' sha256 is %s", ErrPermanent, l.Digest, p.ref, got)
 		}
 		return nil
 	}
@@ -308,7 +308,7 @@ func (w *Writer) scanLayer(ctx context.Context, p *pull, l v1.Descriptor, tree *
 		if verr := verified(); verr != nil {
 			return verr
 		}
-		return fmt.Errorf("%w: layer %s of %s: %w", errPermanent, l.Digest, p.ref, err)
+		return fmt.Errorf("%w: layer %s of %s: %w", ErrPermanent, l.Digest, p.ref, err)
 	}
 
 	dec, _, err := imagefile.Decompress(body)
@@ -320,7 +320,7 @@ func (w *Writer) scanLayer(ctx context.Context, p *pull, l v1.Descriptor, tree *
 	}
 	bound := layerBound(limit)
 	archive := &boundedReader{r: dec, left: bound, err: fmt.Errorf("%w: layer %s of %s refused: it expands past %d bytes, more than a %d-byte base needs",
-		errPermanent, l.Digest, p.ref, bound, limit)}
+		ErrPermanent, l.Digest, p.ref, bound, limit)}
 	// failed tells an error of the layer's contents (a broken archive or
 	// compressed stream) from the download's, the bound's and the
 	// device's.
@@ -352,8 +352,8 @@ type layerBody struct {
 	r      io.Reader
 	sum    hash.Hash
 	n      int64
-	prog   *progress
-	layer  *progress // the download's own
+	prog   *Progress
+	layer  *Progress // the download's own
 	before int64     // the bytes of the layers read before this one
 	err    error     // the download's, once it failed
 }
@@ -365,7 +365,7 @@ func (b *layerBody) Read(p []byte) (int, error) {
 	}
 	b.sum.Write(p[:n])
 	b.n += int64(n)
-	b.prog.done.Store(b.before + b.layer.done.Load())
+	b.prog.Done.Store(b.before + b.layer.Done.Load())
 	return n, err
 }
 
@@ -429,7 +429,7 @@ func inDisk(p string) bool {
 // file's bytes to sink.
 func (t *diskTree) entry(h *tar.Header, r io.Reader, sink func(io.Reader) error) error {
 	if slices.Contains(strings.Split(h.Name, "/"), "..") {
-		return fmt.Errorf("%w: image refused: entry %q has a .. element", errPermanent, h.Name)
+		return fmt.Errorf("%w: image refused: entry %q has a .. element", ErrPermanent, h.Name)
 	}
 	p := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
 	dir, base := path.Split(p)
@@ -451,7 +451,7 @@ func (t *diskTree) entry(h *tar.Header, r io.Reader, sink func(io.Reader) error)
 	}
 	isDir := h.Typeflag == tar.TypeDir
 	if wasDir, dup := t.layer[p]; dup && !(wasDir && isDir) {
-		return fmt.Errorf("%w: image refused: /%s is twice in one layer", errPermanent, p)
+		return fmt.Errorf("%w: image refused: /%s is twice in one layer", ErrPermanent, p)
 	}
 	t.layer[p] = isDir
 	switch h.Typeflag {
@@ -462,16 +462,16 @@ func (t *diskTree) entry(h *tar.Header, r io.Reader, sink func(io.Reader) error)
 			return nil // a file named /disk: no directory, so no disk below it
 		}
 		if t.disk != "" {
-			return fmt.Errorf("%w: image refused: it holds several disk files, /%s and /%s; a container disk holds one", errPermanent, t.disk, p)
+			return fmt.Errorf("%w: image refused: it holds several disk files, /%s and /%s; a container disk holds one", ErrPermanent, t.disk, p)
 		}
 		t.disk = p
 		return sink(r)
 	case tar.TypeSymlink:
-		return fmt.Errorf("%w: image refused: /%s is a symbolic link (to %q); the disk must be a regular file", errPermanent, p, h.Linkname)
+		return fmt.Errorf("%w: image refused: /%s is a symbolic link (to %q); the disk must be a regular file", ErrPermanent, p, h.Linkname)
 	case tar.TypeLink:
-		return fmt.Errorf("%w: image refused: /%s is a hard link (to %q); the disk must be a regular file", errPermanent, p, h.Linkname)
+		return fmt.Errorf("%w: image refused: /%s is a hard link (to %q); the disk must be a regular file", ErrPermanent, p, h.Linkname)
 	}
-	return fmt.Errorf("%w: image refused: /%s is a device, fifo or other special file (tar type %q); the disk must be a regular file", errPermanent, p, h.Typeflag)
+	return fmt.Errorf("%w: image refused: /%s is a device, fifo or other special file (tar type %q); the disk must be a regular file", ErrPermanent, p, h.Typeflag)
 }
 
 // hidden tells whether an upper layer hides the current layer's entry p.
@@ -515,23 +515,23 @@ func (w *Writer) pullAuth(ctx context.Context, secret string, repo name.Reposito
 	if secret == "" {
 		return authn.Anonymous, nil
 	}
-	s := &corev1.Secret{}
-	if err := w.getObject(ctx, secret, s); err != nil {
+	s, err := w.secret(ctx, secret)
+	if err != nil {
 		return nil, err
 	}
 	if s.Type != corev1.SecretTypeDockerConfigJson && s.Type != corev1.SecretTypeDockercfg {
-		return nil, fmt.Errorf("%w: Secret %s/%s is of type %q, not %s", errPermanent, w.Namespace, secret, s.Type, corev1.SecretTypeDockerConfigJson)
+		return nil, fmt.Errorf("%w: Secret %s/%s is of type %q, not %s", ErrPermanent, s.Namespace, s.Name, s.Type, corev1.SecretTypeDockerConfigJson)
 	}
 	keychain, err := k8schain.NewFromPullSecrets(ctx, []corev1.Secret{*s})
 	if err != nil {
-		return nil, fmt.Errorf("%w: Secret %s/%s: %w", errPermanent, w.Namespace, secret, err)
+		return nil, fmt.Errorf("%w: Secret %s/%s: %w", ErrPermanent, s.Namespace, s.Name, err)
 	}
 	auth, err := keychain.Resolve(repo)
 	if err != nil {
-		return nil, fmt.Errorf("%w: Secret %s/%s: %w", errPermanent, w.Namespace, secret, err)
+		return nil, fmt.Errorf("%w: Secret %s/%s: %w", ErrPermanent, s.Namespace, s.Name, err)
 	}
 	if auth == authn.Anonymous {
-		return nil, fmt.Errorf("%w: Secret %s/%s has no credentials for %s", errPermanent, w.Namespace, secret, repo.Name())
+		return nil, fmt.Errorf("%w: Secret %s/%s has no credentials for %s", ErrPermanent, s.Namespace, s.Name, repo.Name())
 	}
 	return auth, nil
 }
@@ -556,7 +556,7 @@ func (g cleartextGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 				req.Body.Close()
 			}
 			return nil, fmt.Errorf("%w: the registry %s answers over plain http only: its credentials are not sent in clear (the %s request carries %s)",
-				errPermanent, req.URL.Host, req.Method, what)
+				ErrPermanent, req.URL.Host, req.Method, what)
 		}
 	}
 	return g.next.RoundTrip(req)

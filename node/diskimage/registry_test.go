@@ -1,4 +1,4 @@
-package golden
+package diskimage
 
 import (
 	"archive/tar"
@@ -171,7 +171,7 @@ func registrySpec(image string, format thinlvmv1.ImageFormat) *thinlvmv1.GoldenI
 
 // registryWriter is a Writer for these tests: fast retries, loopback only.
 func registryWriter(t *testing.T, objs ...client.Object) *Writer {
-	return &Writer{Attempts: 3, Backoff: time.Millisecond, dialHook: (&dials{t: t}).hook, Reader: objects(t, objs...), Namespace: testNamespace}
+	return &Writer{Attempts: 3, Backoff: time.Millisecond, dialHook: (&dials{t: t}).hook, Credentials: objects(t, objs...)}
 }
 
 func layerSizes(t *testing.T, img v1.Image) int64 {
@@ -234,7 +234,7 @@ func TestPopulateRegistryRaw(t *testing.T) {
 			img := tt.image(t)
 			ref := push(t, srv, "disks/test", img)
 			dev := device(t, 8<<20)
-			var prog progress
+			var prog Progress
 			n, err := registryWriter(t).Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatRaw), dev, 8<<20, &prog)
 			if err != nil {
 				t.Fatal(err)
@@ -243,8 +243,8 @@ func TestPopulateRegistryRaw(t *testing.T) {
 				t.Errorf("populated %d bytes, want %d", n, len(raw))
 			}
 			checkDevice(t, dev, raw)
-			if total := layerSizes(t, img); prog.done.Load() != total || prog.total.Load() != total {
-				t.Errorf("progress %d of %d, want %d of %d", prog.done.Load(), prog.total.Load(), total, total)
+			if total := layerSizes(t, img); prog.Done.Load() != total || prog.Total.Load() != total {
+				t.Errorf("progress %d of %d, want %d of %d", prog.Done.Load(), prog.Total.Load(), total, total)
 			}
 		})
 	}
@@ -257,7 +257,7 @@ func TestPopulateRegistryRaw(t *testing.T) {
 			mutate.IndexAddendum{Add: image(t, diskLayer(t, "disk.img", raw)), Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: runtime.GOARCH}}})
 		ref := push(t, srv, "disks/multi", idx)
 		dev := device(t, 8<<20)
-		if _, err := registryWriter(t).Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatRaw), dev, 8<<20, &progress{}); err != nil {
+		if _, err := registryWriter(t).Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatRaw), dev, 8<<20, &Progress{}); err != nil {
 			t.Fatal(err)
 		}
 		checkDevice(t, dev, raw)
@@ -326,8 +326,8 @@ func TestPopulateRegistryRefuses(t *testing.T) {
 			if size == 0 {
 				size = 8 << 20
 			}
-			_, err := registryWriter(t).Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatRaw), device(t, size), size, &progress{})
-			if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, errPermanent) {
+			_, err := registryWriter(t).Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatRaw), device(t, size), size, &Progress{})
+			if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, ErrPermanent) {
 				t.Errorf("error %v, want a permanent one with %q", err, tt.msg)
 			}
 		})
@@ -371,8 +371,8 @@ func TestPopulateRegistryVerifies(t *testing.T) {
 				l = static.NewLayer(layerTar(t, entry{name: "disk/disk.img", body: raw}), types.DockerUncompressedLayer)
 			}
 			ref := push(t, srv, "disks/test", image(t, l))
-			_, err := registryWriter(t).Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatRaw), device(t, 8<<20), 8<<20, &progress{})
-			if msg := "digest mismatch"; err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+			_, err := registryWriter(t).Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatRaw), device(t, 8<<20), 8<<20, &Progress{})
+			if msg := "digest mismatch"; err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, ErrPermanent) {
 				t.Errorf("compressed %t: error %v, want a permanent one with %q", compressed, err, msg)
 			}
 		}
@@ -395,8 +395,8 @@ func TestPopulateRegistryVerifies(t *testing.T) {
 		})
 		ref := push(t, srv, "disks/test", image(t, diskLayer(t, "disk.img", raw)))
 		served = push(t, srv, "disks/other", image(t, diskLayer(t, "disk.img", []byte("another disk"))))
-		_, err := registryWriter(t).Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatRaw), device(t, 8<<20), 8<<20, &progress{})
-		if msg := "does not match requested digest"; err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+		_, err := registryWriter(t).Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatRaw), device(t, 8<<20), 8<<20, &Progress{})
+		if msg := "does not match requested digest"; err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, ErrPermanent) {
 			t.Errorf("error %v, want a permanent one with %q", err, msg)
 		}
 	})
@@ -442,7 +442,7 @@ func TestPopulateRegistryRetries(t *testing.T) {
 	ref := push(t, srv, "disks/test", img)
 	manifests.Store(0)
 	dev := device(t, 8<<20)
-	var prog progress
+	var prog Progress
 	if _, err := registryWriter(t).Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatRaw), dev, 8<<20, &prog); err != nil {
 		t.Fatal(err)
 	}
@@ -451,8 +451,8 @@ func TestPopulateRegistryRetries(t *testing.T) {
 	if manifests.Load() != 2 || len(ranges) != 1 || ranges[0] != half {
 		t.Errorf("%d manifest requests, blob resumed with %q; want 2 and [%q]", manifests.Load(), ranges, half)
 	}
-	if total := layerSizes(t, img); prog.done.Load() != total {
-		t.Errorf("progress %d of %d, want %d", prog.done.Load(), prog.total.Load(), total)
+	if total := layerSizes(t, img); prog.Done.Load() != total {
+		t.Errorf("progress %d of %d, want %d", prog.Done.Load(), prog.Total.Load(), total)
 	}
 }
 
@@ -510,7 +510,7 @@ func TestPopulateRegistryPullSecret(t *testing.T) {
 		spec := registrySpec(ref, thinlvmv1.FormatRaw)
 		spec.Source.Registry.PullSecret = "pull"
 		dev := device(t, 8<<20)
-		if _, err := w.Populate(t.Context(), spec, dev, 8<<20, &progress{}); err != nil {
+		if _, err := w.Populate(t.Context(), spec, dev, 8<<20, &Progress{}); err != nil {
 			t.Fatal(err)
 		}
 		checkDevice(t, dev, raw)
@@ -538,8 +538,8 @@ func TestPopulateRegistryPullSecret(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := registrySpec(ref, thinlvmv1.FormatRaw)
 			spec.Source.Registry.PullSecret = tt.secret
-			_, err := registryWriter(t, tt.objs...).Populate(t.Context(), spec, device(t, 8<<20), 8<<20, &progress{})
-			if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, errPermanent) {
+			_, err := registryWriter(t, tt.objs...).Populate(t.Context(), spec, device(t, 8<<20), 8<<20, &Progress{})
+			if err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, ErrPermanent) {
 				t.Errorf("error %v, want a permanent one with %q", err, tt.msg)
 			}
 		})
@@ -568,13 +568,13 @@ func TestPopulateRegistryCA(t *testing.T) {
 			spec := registrySpec(ref, thinlvmv1.FormatRaw)
 			spec.Source.Registry.CAConfigMap = tt.configMap
 			dev := device(t, 8<<20)
-			_, err := registryWriter(t, tt.objs...).Populate(t.Context(), spec, dev, 8<<20, &progress{})
+			_, err := registryWriter(t, tt.objs...).Populate(t.Context(), spec, dev, 8<<20, &Progress{})
 			switch {
 			case tt.msg == "" && err != nil:
 				t.Fatal(err)
 			case tt.msg == "":
 				checkDevice(t, dev, raw)
-			case err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, errPermanent):
+			case err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, ErrPermanent):
 				t.Errorf("error %v, want a permanent one with %q", err, tt.msg)
 			}
 		})
@@ -594,9 +594,9 @@ func TestPopulateRegistryBlockedBeforeDial(t *testing.T) {
 	ref = hostOf(blocked) + strings.TrimPrefix(ref, hostOf(srv))
 	d := &dials{t: t}
 	w := &Writer{Attempts: 2, Backoff: time.Millisecond, Blocked: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, dialHook: d.hook}
-	_, err := w.Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatRaw), device(t, 8<<20), 8<<20, &progress{})
+	_, err := w.Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatRaw), device(t, 8<<20), 8<<20, &Progress{})
 	msg := "connect to 127.0.0.1 refused: the address is in the blocked range 127.0.0.1/32"
-	if err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+	if err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, ErrPermanent) {
 		t.Errorf("error %v, want a permanent one with %q", err, msg)
 	}
 	if d.count() != 0 || l.n.Load() != 0 {
@@ -624,7 +624,7 @@ func TestPopulateRegistryQCOW2(t *testing.T) {
 	w := registryWriter(t)
 	w.QemuImg, w.ScratchDir = qemu, dir
 	dev := device(t, 8<<20)
-	n, err := w.Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatQCOW2), dev, 8<<20, &progress{})
+	n, err := w.Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatQCOW2), dev, 8<<20, &Progress{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,7 +634,7 @@ func TestPopulateRegistryQCOW2(t *testing.T) {
 	checkDevice(t, dev, raw)
 	// A raw disk declared qcow2 is refused by qemu-img info's check.
 	ref = push(t, srv, "disks/raw", image(t, diskLayer(t, "disk.img", raw)))
-	_, err = w.Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatQCOW2), device(t, 8<<20), 8<<20, &progress{})
+	_, err = w.Populate(t.Context(), registrySpec(ref, thinlvmv1.FormatQCOW2), device(t, 8<<20), 8<<20, &Progress{})
 	if msg := "image refused: qemu-img info cannot read it as qcow2"; err == nil || !strings.Contains(err.Error(), msg) {
 		t.Errorf("error %v, want one with %q", err, msg)
 	}
@@ -673,7 +673,8 @@ func TestPullSecretMatching(t *testing.T) {
 		{image: "registry.example.net/team-b/disk", want: "host"},
 		{image: "registry.example.net/team-a/disk", want: "team-a"},
 		{image: "registry.example.net/team-a/private/disk", want: "private"},
-		{image: "registry.example.net/team-ab/disk", want: "host"},
+		// A string prefix, not a path segment, as the kubelet matches.
+		{image: "registry.example.net/team-ab/disk", want: "team-a"},
 	}
 	for _, tt := range tests {
 		repo, err := name.NewRepository(tt.image)
@@ -682,7 +683,7 @@ func TestPullSecretMatching(t *testing.T) {
 		}
 		auth, err := w.pullAuth(t.Context(), "pull", repo)
 		if tt.want == "" {
-			if err == nil || !errors.Is(err, errPermanent) || !strings.Contains(err.Error(), "has no credentials for "+repo.Name()) {
+			if err == nil || !errors.Is(err, ErrPermanent) || !strings.Contains(err.Error(), "has no credentials for "+repo.Name()) {
 				t.Errorf("%s: %v, want a permanent error: no credentials", tt.image, err)
 			}
 			continue
@@ -729,7 +730,7 @@ func TestCheckRegistryRedirect(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			req, via := hop(tt.from, tt.sent, tt.to)
 			err := checkRegistryRedirect(req, via)
-			if tt.msg == "" && err != nil || tt.msg != "" && (err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, errPermanent)) {
+			if tt.msg == "" && err != nil || tt.msg != "" && (err == nil || !strings.Contains(err.Error(), tt.msg) || !errors.Is(err, ErrPermanent)) {
 				t.Errorf("error %v, want %q", err, tt.msg)
 			}
 		})
@@ -797,7 +798,7 @@ func TestCleartextGuard(t *testing.T) {
 		if sent := next.n == 1; sent != tt.sent || (err == nil) != tt.sent {
 			t.Errorf("%s %s (auth %q, body %q): sent %v, error %v; want sent %v", req.Method, tt.url, tt.auth, tt.body, sent, err, tt.sent)
 		}
-		if err != nil && !errors.Is(err, errPermanent) {
+		if err != nil && !errors.Is(err, ErrPermanent) {
 			t.Errorf("%s: error %v is not permanent", tt.url, err)
 		}
 		if err != nil && strings.Contains(err.Error(), "hunter2") {
@@ -881,9 +882,9 @@ func TestPopulateRegistryIdentityTokenNotInClear(t *testing.T) {
 	w.clientOnce.Do(func() { w.client = &http.Client{Transport: fake} })
 	spec := registrySpec(host+"/private/disk@sha256:"+strings.Repeat("a", 64), thinlvmv1.FormatRaw)
 	spec.Source.Registry.PullSecret = "pull"
-	_, err := w.Populate(t.Context(), spec, device(t, 8<<20), 8<<20, &progress{})
+	_, err := w.Populate(t.Context(), spec, device(t, 8<<20), 8<<20, &Progress{})
 	msg := "the registry " + host + " answers over plain http only: its credentials are not sent in clear (the POST request carries a body"
-	if err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, errPermanent) {
+	if err == nil || !strings.Contains(err.Error(), msg) || !errors.Is(err, ErrPermanent) {
 		t.Errorf("error %v, want a permanent one with %q", err, msg)
 	}
 	if err != nil && strings.Contains(err.Error(), "hunter2") {

@@ -1,4 +1,4 @@
-package golden
+package diskimage
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 
 	ulikunitz "github.com/ulikunitz/xz"
 
-	"github.com/thinlvm/thinlvm/node/golden/imagefile"
+	"github.com/thinlvm/thinlvm/node/diskimage/imagefile"
 )
 
 // xzImage is an xz stream (the xz file format, 1.2.0) of one block that
