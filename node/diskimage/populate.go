@@ -184,10 +184,6 @@ func writeSparse(dst io.WriterAt, src io.Reader, limit int64) (int64, error) {
 	}
 }
 
-// The Secrets and ConfigMaps golden images name, in the agent's namespace
-// only (a Role; kustomize sets the namespace):
-// +kubebuilder:rbac:groups="",namespace=thinlvm-system,resources=secrets;configmaps,verbs=get
-
 // Writer streams an image into a base's device. Its zero value downloads
 // with the defaults below; qcow2 images need QemuImg, and sources that name
 // a Secret or ConfigMap need Reader and Namespace.

@@ -13,6 +13,10 @@ import (
 	"github.com/thinlvm/thinlvm/node/diskimage"
 )
 
+// The Secrets and ConfigMaps golden images name, in the agent's namespace
+// only (a Role; kustomize sets the namespace):
+// +kubebuilder:rbac:groups="",namespace=thinlvm-system,resources=secrets;configmaps,verbs=get
+
 // Credentials are the diskimage.Credentials of a node agent: the Secrets
 // and ConfigMaps of its own namespace, read through reader at each
 // population (an uncached reader, the manager's APIReader, so that the
