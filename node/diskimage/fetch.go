@@ -124,18 +124,43 @@ func checkAddress(blocked []netip.Prefix, address string) error {
 // host: an image server must not be able to send the privileged agent
 // anywhere on the node's network.
 func (w *Writer) checkRedirect(req *http.Request, via []*http.Request) error {
+	if err := checkHop(req, via); err != nil {
+		return err
+	}
+	if !w.CrossHostRedirects && !strings.EqualFold(req.URL.Hostname(), via[0].URL.Hostname()) {
+		return fmt.Errorf("%w: redirect to %s refused: another host than %s", ErrPermanent, redactURL(req.URL.String()), via[0].URL.Hostname())
+	}
+	return nil
+}
+
+// checkHop refuses what no redirect may do, from an image server or a
+// registry: more than maxRedirects, a scheme other than http and https,
+// and http after https.
+func checkHop(req *http.Request, via []*http.Request) error {
 	to := redactURL(req.URL.String())
 	switch {
 	case len(via) >= maxRedirects:
 		return fmt.Errorf("%w: redirect to %s refused: more than %d redirects", ErrPermanent, to, maxRedirects)
 	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
 		return fmt.Errorf("%w: redirect to %s refused: not http or https", ErrPermanent, to)
-	case req.URL.Scheme == "http" && slices.ContainsFunc(via, func(r *http.Request) bool { return r.URL.Scheme == "https" }):
+	case req.URL.Scheme == "http" && sentHTTPS(req, via):
 		return fmt.Errorf("%w: redirect to %s refused: from https to http", ErrPermanent, to)
-	case !w.CrossHostRedirects && !strings.EqualFold(req.URL.Hostname(), via[0].URL.Hostname()):
-		return fmt.Errorf("%w: redirect to %s refused: another host than %s", ErrPermanent, to, via[0].URL.Hostname())
 	}
 	return nil
+}
+
+// sentHTTPS tells whether a hop of a redirect chain was sent over https.
+// It reads the requests as sent (each hop's response names the request
+// that got it): the registry's transport sends them over http when the
+// registry speaks only that, whatever scheme they were made with.
+func sentHTTPS(req *http.Request, via []*http.Request) bool {
+	responses := []*http.Response{req.Response}
+	for _, r := range via[1:] {
+		responses = append(responses, r.Response)
+	}
+	return slices.ContainsFunc(responses, func(r *http.Response) bool {
+		return r != nil && r.Request != nil && r.Request.URL.Scheme == "https"
+	})
 }
 
 // redactURL is rawURL without what may be secret: its user info, the

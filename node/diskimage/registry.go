@@ -232,33 +232,14 @@ func transient(err error) bool {
 // go-containerregistry's own check). The dialer refuses the blocked
 // addresses, and the registry's credentials stay with its host.
 func checkRegistryRedirect(req *http.Request, via []*http.Request) error {
-	to := redactURL(req.URL.String())
-	switch {
-	case len(via) >= maxRedirects:
-		return fmt.Errorf("%w: redirect to %s refused: more than %d redirects", ErrPermanent, to, maxRedirects)
-	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
-		return fmt.Errorf("%w: redirect to %s refused: not http or https", ErrPermanent, to)
-	case req.URL.Scheme == "http" && sentHTTPS(req, via):
-		return fmt.Errorf("%w: redirect to %s refused: from https to http", ErrPermanent, to)
+	if err := checkHop(req, via); err != nil {
+		return err
 	}
 	if ip, err := netip.ParseAddr(req.URL.Hostname()); err == nil && !strings.EqualFold(req.URL.Hostname(), via[0].URL.Hostname()) &&
 		(ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified()) {
-		return fmt.Errorf("%w: redirect to %s refused: from %s to a private address", ErrPermanent, to, via[0].URL.Hostname())
+		return fmt.Errorf("%w: redirect to %s refused: from %s to a private address", ErrPermanent, redactURL(req.URL.String()), via[0].URL.Hostname())
 	}
 	return nil
-}
-
-// sentHTTPS tells whether a hop of a redirect chain was sent over https.
-// It reads the requests as sent: the registry's transport sends them over
-// http when the registry speaks only that.
-func sentHTTPS(req *http.Request, via []*http.Request) bool {
-	responses := []*http.Response{req.Response}
-	for _, r := range via[1:] {
-		responses = append(responses, r.Response)
-	}
-	return slices.ContainsFunc(responses, func(r *http.Response) bool {
-		return r != nil && r.Request != nil && r.Request.URL.Scheme == "https"
-	})
 }
 
 // scan reads the image's layers, top layer first, and hands the disk file's

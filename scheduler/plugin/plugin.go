@@ -53,6 +53,10 @@ type Plugin struct {
 	// active queue every second (activate) instead of waiting for one.
 	heldMu sync.Mutex
 	held   map[string]*corev1.Pod
+
+	// lvmNodeHint decides once per LVMNode event whether it may help a
+	// waiting pod (EventsToRegister).
+	lvmNodeHint lvmNodeHint
 }
 
 // Lister is what the plugin reads of the cluster; tests give a fake.

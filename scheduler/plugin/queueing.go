@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,7 +23,7 @@ import (
 // pods are moved back by the plugin itself (reactivate).
 func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("lvmnodes.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}, QueueingHintFn: lvmNodeChangeHelps},
+		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("lvmnodes.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}, QueueingHintFn: p.lvmNodeHint.helps},
 		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("goldenimages.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}, QueueingHintFn: specChangeHelps[thinlvmv1.GoldenImage]},
 		{Event: fwk.ClusterEvent{Resource: fwk.EventResource("goldenimagechannels.v1alpha1.thinlvm.io"), ActionType: fwk.Add | fwk.Update}, QueueingHintFn: specChangeHelps[thinlvmv1.GoldenImageChannel]},
 		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolumeClaim, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: claimChangeHelps},
@@ -36,20 +37,26 @@ func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, 
 // room there, and its locality score changes). Usage that only grew
 // helps no pod.
 func lvmNodeChangeHelps(logger klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	change, node, err := lvmNodeChange(oldObj, newObj)
+	return verdict(logger, pod, change, node, err)
+}
+
+// lvmNodeChange says what of an LVMNode's change may make a waiting pod
+// schedulable, "" when nothing: its verdict does not depend on the pod.
+func lvmNodeChange(oldObj, newObj any) (change, node string, err error) {
 	newNode, err := as[thinlvmv1.LVMNode](newObj)
 	if err != nil {
-		return fwk.Queue, err
+		return "", "", err
 	}
 	if oldObj == nil {
-		return fwk.Queue, nil // added
+		return "LVMNode added", newNode.Name, nil
 	}
 	oldNode, err := as[thinlvmv1.LVMNode](oldObj)
 	if err != nil {
-		return fwk.Queue, err
+		return "", "", err
 	}
 	if why := roomGained(NewNodeState(oldNode), NewNodeState(newNode)); why != "" {
-		logger.V(5).Info("LVMNode change may make the pod schedulable", "pod", klog.KObj(pod), "node", newNode.Name, "change", why)
-		return fwk.Queue, nil
+		return why, newNode.Name, nil
 	}
 	held := map[baseKey]bool{}
 	for _, k := range heldBases(oldNode) {
@@ -57,11 +64,57 @@ func lvmNodeChangeHelps(logger klog.Logger, pod *corev1.Pod, oldObj, newObj any)
 	}
 	for _, k := range heldBases(newNode) {
 		if !held[k] {
-			logger.V(5).Info("LVMNode change may make the pod schedulable", "pod", klog.KObj(pod), "node", newNode.Name, "change", "golden base held", "goldenImage", k.name)
-			return fwk.Queue, nil
+			return "golden base " + k.name + " held", newNode.Name, nil
 		}
 	}
-	return fwk.QueueSkip, nil
+	return "", newNode.Name, nil
+}
+
+// verdict is a queueing hint from what lvmNodeChange found.
+func verdict(logger klog.Logger, pod *corev1.Pod, change, node string, err error) (fwk.QueueingHint, error) {
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if change == "" {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("LVMNode change may make the pod schedulable", "pod", klog.KObj(pod), "node", node, "change", change)
+	return fwk.Queue, nil
+}
+
+// lvmNodeHint is lvmNodeChangeHelps that keeps its finding for the last
+// event: the scheduler asks once per waiting pod, every time with the same
+// two objects, and the finding does not depend on the pod. Without it
+// each pod's call converted both unstructured LVMNodes again.
+type lvmNodeHint struct {
+	mu           sync.Mutex
+	old, cur     any // the last event's objects (pointers: compared by identity)
+	change, node string
+	err          error
+}
+
+func (h *lvmNodeHint) helps(logger klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	if !isPointer(oldObj) || !isPointer(newObj) {
+		return lvmNodeChangeHelps(logger, pod, oldObj, newObj)
+	}
+	h.mu.Lock()
+	if h.cur == nil || h.old != oldObj || h.cur != newObj {
+		h.old, h.cur = oldObj, newObj
+		h.change, h.node, h.err = lvmNodeChange(oldObj, newObj)
+	}
+	change, node, err := h.change, h.node, h.err
+	h.mu.Unlock()
+	return verdict(logger, pod, change, node, err)
+}
+
+// isPointer tells whether an event's object can be kept and compared by
+// identity (nil, for an Add's old object, can).
+func isPointer(obj any) bool {
+	switch obj.(type) {
+	case nil, *unstructured.Unstructured, *thinlvmv1.LVMNode:
+		return true
+	}
+	return false
 }
 
 // roomGained says how a device class of the node can take more than it

@@ -91,15 +91,48 @@ func TestLVMNodeChangeHint(t *testing.T) {
 			if c.old != nil {
 				old = unstructuredOf(t, c.old)
 			}
-			got, err = lvmNodeChangeHelps(logger, podWith("p", "a"), old, unstructuredOf(t, c.cur))
+			cur := unstructuredOf(t, c.cur)
+			got, err = lvmNodeChangeHelps(logger, podWith("p", "a"), old, cur)
 			if err != nil || got != c.want {
 				t.Errorf("unstructured: hint = %v, %v; want %v", got, err, c.want)
+			}
+			// As registered: the finding kept for the event.
+			var h lvmNodeHint
+			for _, pod := range []string{"p", "q"} {
+				if got, err = h.helps(logger, podWith(pod, "a"), old, cur); err != nil || got != c.want {
+					t.Errorf("registered hint, pod %s: %v, %v; want %v", pod, got, err, c.want)
+				}
 			}
 		})
 	}
 	logger, _ := ktesting.NewTestContext(t)
 	if got, err := lvmNodeChangeHelps(logger, podWith("p", "a"), nil, &corev1.Pod{}); err == nil || got != fwk.Queue {
 		t.Errorf("a Pod as the LVMNode: %v, %v; want Queue and an error", got, err)
+	}
+}
+
+// The registered LVMNode hint decides once per event: the scheduler asks
+// for every waiting pod with the same two objects.
+func TestLVMNodeHintOncePerEvent(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	var h lvmNodeHint
+	old, cur := unstructuredOf(t, lvmNode("4Gi")), unstructuredOf(t, lvmNode("5Gi"))
+	if got, err := h.helps(logger, podWith("p", "a"), old, cur); err != nil || got != fwk.Queue {
+		t.Fatalf("more room: %v, %v; want Queue", got, err)
+	}
+	// The same event for the next pod is not read again: were it, the
+	// change below (less room, in the same object) would say QueueSkip.
+	cur.Object["status"].(map[string]any)["deviceClasses"].([]any)[0].(map[string]any)["available"] = "3Gi"
+	if got, err := h.helps(logger, podWith("q", "a"), old, cur); err != nil || got != fwk.Queue {
+		t.Errorf("the same event for pod q: %v, %v; want Queue, as for pod p", got, err)
+	}
+	// The next event (new objects) is read.
+	if got, err := h.helps(logger, podWith("q", "a"), cur, unstructuredOf(t, lvmNode("3Gi"))); err != nil || got != fwk.QueueSkip {
+		t.Errorf("the next event, no more room: %v, %v; want QueueSkip", got, err)
+	}
+	// Objects that are not pointers are read every time.
+	if got, err := h.helps(logger, podWith("q", "a"), *lvmNode("4Gi"), *lvmNode("5Gi")); err == nil || got != fwk.Queue {
+		t.Errorf("LVMNode values: %v, %v; want Queue and an error", got, err)
 	}
 }
 
