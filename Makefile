@@ -222,7 +222,7 @@ sanity: lvmvm-image ## The csi-sanity suite: controller on envtest, node service
 
 .PHONY: e2e
 e2e: lvmvm-image ## End-to-end: local control plane, CSI sidecars, kwok nodes, and the VM as a real node (the kubelet, containerd and runc run deploy/'s DaemonSet and the tests' pods on real lvm2), restarted, frozen and rebooted under its pods; a subset of Kubernetes' storage suite on it.
-	$(GO) test -count=1 -timeout 65m -v -run 'Test' ./e2e/cluster/...
+	$(GO) test -count=1 -timeout 80m -v -run 'Test' ./e2e/cluster/...
 
 # Kubernetes' own storage suite, whole: every External Storage spec of
 # thinlvm's test driver (e2e/conformance/driver.yaml) but those

@@ -46,7 +46,11 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	start, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	// The test bed's bound, a guard against a hang: on a fresh machine it
+	// first builds the kubelet, containerd, runc, agnhost and e2e.test
+	// (about 20 minutes cold), beside the other lane's suites; one such
+	// start, under more load, was killed at 30.
+	start, cancel := context.WithTimeout(ctx, 45*time.Minute)
 	defer cancel()
 	var err error
 	tb, err = cluster.StartTestbed(start, cluster.TestbedOptions{Log: os.Stderr, Nodes: []string{"node-a", "node-b"}, VMDisk: "16G", Pool: "12G", RealNode: true, StorageSuite: true})
