@@ -255,6 +255,9 @@ func TestVolumes(t *testing.T) {
 	if _, _, err := kubectl(t, "volumes", "nothere"); err == nil || !strings.Contains(err.Error(), "claim default/nothere not found") {
 		t.Errorf("a missing claim: %v", err)
 	}
+	if out, _, err := kubectl(t, "volumes", "-A", "--node", "node-x", "-o", "json"); err != nil || strings.TrimSpace(out) != "{\n    \"items\": []\n}" {
+		t.Errorf("no volume on node-x, -o json: %q, %v", out, err)
+	}
 	if _, _, err := kubectl(t, "volumes", "-A", "data"); err == nil {
 		t.Error("-A with a claim's name: no error")
 	}

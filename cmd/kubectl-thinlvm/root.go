@@ -78,6 +78,9 @@ type report[T any] struct {
 
 // show writes r as -o asks.
 func show[T any](o *options, r report[T]) error {
+	if r.items == nil {
+		r.items = []T{} // "items": [], not null
+	}
 	switch o.output {
 	case "json":
 		return writeJSON(o.streams.Out, r.items)
