@@ -73,16 +73,16 @@ func images(ctx context.Context, o *options, names []string) error {
 	}
 	r := report[Image]{
 		columns: []metav1.TableColumnDefinition{
-			column("Name", "", "The GoldenImage.", false),
-			column("Channels", "", "The channels it is a version of.", false),
-			column("Ready", "", "Nodes whose base is Ready.", false),
-			column("Populating", "", "Nodes populating its base.", false),
-			column("Failed", "", "Nodes whose base failed.", false),
-			column("Volumes", "", "Volumes made from its base.", false),
-			column("Condition", "", "Its Ready condition.", false),
-			column("Size", "", "The base's size.", true),
-			column("Source", "", "Where its data comes from.", true),
-			column("Nodes", "", "The nodes holding its base, Ready.", true),
+			column("Name", "The GoldenImage.", false),
+			column("Channels", "The channels it is a version of.", false),
+			column("Ready", "Nodes whose base is Ready.", false),
+			column("Populating", "Nodes populating its base.", false),
+			column("Failed", "Nodes whose base failed.", false),
+			column("Volumes", "Volumes made from its base.", false),
+			column("Condition", "Its Ready condition.", false),
+			column("Size", "The base's size.", true),
+			column("Source", "Where its data comes from.", true),
+			column("Nodes", "The nodes holding its base, Ready.", true),
 		},
 		row: func(im Image) []any {
 			return []any{im.Name, dash(strings.Join(im.Channels, ",")), strconv.Itoa(len(im.Ready)), strconv.Itoa(len(im.Populating)),

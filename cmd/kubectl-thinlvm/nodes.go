@@ -64,21 +64,21 @@ func nodes(ctx context.Context, o *options, names []string) error {
 	}
 	r := report[NodeClass]{
 		columns: []metav1.TableColumnDefinition{
-			column("Node", "", "The node.", false),
-			column("Class", "", "The device class.", false),
-			column("Capacity", "", "The thin pool's size.", false),
-			column("Used", "", "What the thin pool's data takes.", false),
-			column("Available", "", "What new volumes may still take (the overprovision ratio applied).", false),
-			column("Data%", "", "The thin pool's data use.", false),
-			column("Meta%", "", "The thin pool's metadata use.", false),
-			column("LVs-Left", "", "How many more LVs the VG's metadata area holds.", false),
-			column("Bases", "", "The golden bases held.", false),
-			column("Health", "", "Ready, or why the class takes no new volumes.", false),
-			column("VG", "", "The volume group.", true),
-			column("Pool", "", "The thin pool.", true),
-			column("Virtual", "", "The thin LVs' sizes added up.", true),
-			column("Overprovision", "", "The overprovision ratio.", true),
-			column("LVs", "", "The LVs in the class.", true),
+			column("Node", "The node.", false),
+			column("Class", "The device class.", false),
+			column("Capacity", "The thin pool's size.", false),
+			column("Used", "What the thin pool's data takes.", false),
+			column("Available", "What new volumes may still take (the overprovision ratio applied).", false),
+			column("Data%", "The thin pool's data use.", false),
+			column("Meta%", "The thin pool's metadata use.", false),
+			column("LVs-Left", "How many more LVs the VG's metadata area holds.", false),
+			column("Bases", "The golden bases held.", false),
+			column("Health", "Ready, or why the class takes no new volumes.", false),
+			column("VG", "The volume group.", true),
+			column("Pool", "The thin pool.", true),
+			column("Virtual", "The thin LVs' sizes added up.", true),
+			column("Overprovision", "The overprovision ratio.", true),
+			column("LVs", "The LVs in the class.", true),
 		},
 		row: func(n NodeClass) []any {
 			left := "-"
@@ -126,11 +126,13 @@ func nodeClass(ln *thinlvmv1.LVMNode, dc thinlvmv1.DeviceClassStatus) NodeClass 
 		Capacity: dc.PoolSize, Used: dc.DataUsed, Virtual: dc.Virtual, Available: dc.Available, OverprovisionRatio: dc.OverprovisionRatio,
 		DataPercent: dc.DataPercent, MetadataPercent: dc.MetadataPercent, LVs: dc.LVCount, Health: "Ready"}
 	for _, b := range ln.Status.GoldenBases {
-		if (b.DeviceClass == dc.Name || b.DeviceClass == "" && dc.Default) && b.State != thinlvmv1.GoldenBaseFailed {
-			n.GoldenBases = append(n.GoldenBases, b.Name)
+		if in := ln.Status.DeviceClass(b.DeviceClass); in == nil || in.Name != dc.Name {
+			continue
 		}
-		if b.State == thinlvmv1.GoldenBaseFailed && (b.DeviceClass == dc.Name || b.DeviceClass == "" && dc.Default) {
+		if b.State == thinlvmv1.GoldenBaseFailed {
 			n.Warnings = append(n.Warnings, fmt.Sprintf("the golden base of %s failed: %s (ThinLVMGoldenPopulationFailed)", b.Name, b.Message))
+		} else {
+			n.GoldenBases = append(n.GoldenBases, b.Name)
 		}
 	}
 	warn := func(format string, args ...any) { n.Warnings = append(n.Warnings, fmt.Sprintf(format, args...)) }

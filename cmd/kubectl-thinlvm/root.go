@@ -124,8 +124,8 @@ func writeJSON[T any](w io.Writer, items []T) error {
 }
 
 // column is a table column; wide ones show with -o wide only.
-func column(name, format, description string, wide bool) metav1.TableColumnDefinition {
-	c := metav1.TableColumnDefinition{Name: name, Type: "string", Format: format, Description: description}
+func column(name, description string, wide bool) metav1.TableColumnDefinition {
+	c := metav1.TableColumnDefinition{Name: name, Type: "string", Description: description}
 	if wide {
 		c.Priority = 1
 	}

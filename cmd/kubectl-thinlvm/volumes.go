@@ -62,9 +62,9 @@ func volumes(ctx context.Context, o *options, all bool, node string, names []str
 		return err
 	}
 	var inNS []client.ListOption
+	ns := ""
 	if !all {
-		ns, err := o.namespace()
-		if err != nil {
+		if ns, err = o.namespace(); err != nil {
 			return err
 		}
 		inNS = append(inNS, client.InNamespace(ns))
@@ -87,19 +87,23 @@ func volumes(ctx context.Context, o *options, all bool, node string, names []str
 	if err := c.List(ctx, lvmNodes); err != nil {
 		return fmt.Errorf("listing LVMNodes: %w", err)
 	}
+	byName := map[string]*thinlvmv1.LVMNode{}
+	for i := range lvmNodes.Items {
+		byName[lvmNodes.Items[i].Name] = &lvmNodes.Items[i]
+	}
 	r := report[Volume]{
 		columns: []metav1.TableColumnDefinition{
-			column("Namespace", "", "The claim's namespace.", false),
-			column("Claim", "", "The claim.", false),
-			column("Node", "", "The node the volume is on.", false),
-			column("Size", "", "The volume's size.", false),
-			column("Origin", "", "What the volume was made from.", false),
-			column("State", "", "The LogicalVolume's state.", false),
-			column("Pool-Data%", "", "The data use of the volume's thin pool.", false),
-			column("Volume", "", "The LogicalVolume (the CSI volume handle).", true),
-			column("Class", "", "The device class.", true),
-			column("Copied-From", "", "The node the data was copied from.", true),
-			column("Base", "", "The golden base a copy sent the differing blocks against.", true),
+			column("Namespace", "The claim's namespace.", false),
+			column("Claim", "The claim.", false),
+			column("Node", "The node the volume is on.", false),
+			column("Size", "The volume's size.", false),
+			column("Origin", "What the volume was made from.", false),
+			column("State", "The LogicalVolume's state.", false),
+			column("Pool-Data%", "The data use of the volume's thin pool.", false),
+			column("Volume", "The LogicalVolume (the CSI volume handle).", true),
+			column("Class", "The device class.", true),
+			column("Copied-From", "The node the data was copied from.", true),
+			column("Base", "The golden base a copy sent the differing blocks against.", true),
 		},
 		row: func(v Volume) []any {
 			origin := v.Origin
@@ -117,7 +121,7 @@ func volumes(ctx context.Context, o *options, all bool, node string, names []str
 			continue
 		}
 		found[pvc.Name] = true
-		v, ok, err := volume(ctx, c, pvc, ours, lvmNodes.Items)
+		v, ok, err := volume(ctx, c, pvc, ours, byName)
 		if err != nil {
 			return err
 		}
@@ -131,7 +135,6 @@ func volumes(ctx context.Context, o *options, all bool, node string, names []str
 	}
 	for _, name := range names {
 		if !found[name] {
-			ns, _ := o.namespace()
 			return fmt.Errorf("claim %s/%s not found", ns, name)
 		}
 	}
@@ -144,7 +147,7 @@ func volumes(ctx context.Context, o *options, all bool, node string, names []str
 
 // volume is what `volumes` shows of a claim, and false when the claim is
 // not thinlvm's (neither its class nor its bound volume).
-func volume(ctx context.Context, c client.Client, pvc *corev1.PersistentVolumeClaim, ours map[string]bool, lvmNodes []thinlvmv1.LVMNode) (Volume, bool, error) {
+func volume(ctx context.Context, c client.Client, pvc *corev1.PersistentVolumeClaim, ours map[string]bool, lvmNodes map[string]*thinlvmv1.LVMNode) (Volume, bool, error) {
 	v := Volume{Namespace: pvc.Namespace, Claim: pvc.Name, Phase: string(pvc.Status.Phase), State: "-", Origin: "-"}
 	class := ""
 	if pvc.Spec.StorageClassName != nil {
@@ -192,13 +195,9 @@ func volume(ctx context.Context, c client.Client, pvc *corev1.PersistentVolumeCl
 		v.CopiedFrom, v.Base = t.SourceNode, t.Base
 	}
 	v.State = lvState(lv)
-	for i := range lvmNodes {
-		if lvmNodes[i].Name != v.Node {
-			continue
-		}
-		if dc := lvmNodes[i].Status.DeviceClass(v.DeviceClass); dc != nil {
-			v.PoolDataPercent = dc.DataPercent
-			v.DeviceClass = dc.Name
+	if ln := lvmNodes[v.Node]; ln != nil {
+		if dc := ln.Status.DeviceClass(v.DeviceClass); dc != nil {
+			v.PoolDataPercent, v.DeviceClass = dc.DataPercent, dc.Name
 		}
 	}
 	return v, true, nil
