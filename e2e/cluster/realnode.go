@@ -506,8 +506,9 @@ conntrack: {maxPerCore: 0}
 `
 
 // containerd 2 for the CRI with runc (the guest runs from a tmpfs root,
-// lvmvm.Options.TmpfsRoot, so that runc's pivot_root works), the local
-// pause image. Its CPU statistics every 10 s, not every second: each
+// lvmvm.Options.TmpfsRoot, so that runc's pivot_root works), the shim and
+// runc from that root (node-init.sh copies them there: exec from the 9p
+// share is slow), the local pause image. Its CPU statistics every 10 s, not every second: each
 // round asks every container's shim, and on the emulated CPUs that load
 // is what made a container's exit outlast containerd's fixed 10 s for
 // handling it (docs/conformance.md).
@@ -530,8 +531,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     default_runtime_name = "runc"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      runtime_path = "/usr/local/bin/containerd-shim-runc-v2"
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-        BinaryName = "/share/bin/runc"
+        BinaryName = "/usr/local/bin/runc"
         SystemdCgroup = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["/opt/cni/bin"]

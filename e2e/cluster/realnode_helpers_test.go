@@ -297,7 +297,7 @@ const guestScript = `for p in /proc/[0-9]*; do
     *) [ -z "$cmd" ] || echo "${p#/proc/} [$st] $(cat $p/wchan 2>/dev/null) $cmd";;
   esac
 done
-echo "== containerd's tasks"; timeout 60 /share/bin/ctr --address /run/containerd/containerd.sock -n k8s.io task ls 2>&1
+echo "== containerd's tasks"; timeout 60 /usr/local/bin/ctr --address /run/containerd/containerd.sock -n k8s.io task ls 2>&1
 echo "== dmsetup info"; dmsetup info -c 2>&1
 echo "== dmsetup status"; dmsetup status 2>&1
 echo "== lvs"; lvm lvs -a -o lv_name,lv_attr,lv_size,data_percent,metadata_percent 2>&1

@@ -486,7 +486,7 @@ func pluginContainer(t *testing.T, name string) (id string, restarts int32) {
 // ctr runs containerd's ctr in the guest, in the kubelet's namespace.
 func ctr(t *testing.T, args ...string) {
 	t.Helper()
-	argv := append([]string{"/share/bin/ctr", "--address", "/run/containerd/containerd.sock", "-n", "k8s.io"}, args...)
+	argv := append([]string{"/usr/local/bin/ctr", "--address", "/run/containerd/containerd.sock", "-n", "k8s.io"}, args...)
 	if _, err := vm.Run(context.Background(), argv...); err != nil {
 		t.Fatal(err)
 	}
