@@ -18,7 +18,7 @@ import (
 
 // Apply server-side applies every object of the YAML files at path (a file
 // or a directory of them).
-func (c *Cluster) Apply(ctx context.Context, path string) error {
+func (cp *ControlPlane) Apply(ctx context.Context, path string) error {
 	files := []string{path}
 	if st, err := os.Stat(path); err != nil {
 		return err
@@ -35,7 +35,7 @@ func (c *Cluster) Apply(ctx context.Context, path string) error {
 		if err != nil {
 			return err
 		}
-		if err := c.ApplyYAML(ctx, data); err != nil {
+		if err := cp.ApplyYAML(ctx, data); err != nil {
 			return fmt.Errorf("apply %s: %w", f, err)
 		}
 	}
@@ -45,13 +45,13 @@ func (c *Cluster) Apply(ctx context.Context, path string) error {
 // ApplyKustomization runs `kubectl apply -k dir` with the control plane's
 // kubectl, as a user applies an optional part of the install; the error
 // carries kubectl's output.
-func (c *Cluster) ApplyKustomization(ctx context.Context, dir string) error {
-	_, err := c.kubectl(ctx, "apply", "-k", dir)
+func (cp *ControlPlane) ApplyKustomization(ctx context.Context, dir string) error {
+	_, err := cp.kubectl(ctx, "apply", "-k", dir)
 	return err
 }
 
 // ApplyYAML server-side applies the objects of a YAML stream.
-func (c *Cluster) ApplyYAML(ctx context.Context, data []byte) error {
+func (cp *ControlPlane) ApplyYAML(ctx context.Context, data []byte) error {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for {
 		u := &unstructured.Unstructured{}
@@ -66,7 +66,7 @@ func (c *Cluster) ApplyYAML(ctx context.Context, data []byte) error {
 		}
 		u.SetManagedFields(nil)
 		//nolint:staticcheck // SA1019: a manifest's unstructured objects, applied as kubectl apply --server-side does; every suite installs through this line, so its move to Client.Apply waits for a run of them.
-		if err := c.Client.Patch(ctx, u, client.Apply, client.FieldOwner("thinlvm-e2e"), client.ForceOwnership); err != nil {
+		if err := cp.Client.Patch(ctx, u, client.Apply, client.FieldOwner("thinlvm-e2e"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}

@@ -31,9 +31,9 @@ func Disk(name, class, size, node string) (*corev1.PersistentVolumeClaim, *corev
 }
 
 // CreateAll creates the objects in order.
-func (c *Cluster) CreateAll(ctx context.Context, objs ...client.Object) error {
+func (cp *ControlPlane) CreateAll(ctx context.Context, objs ...client.Object) error {
 	for _, o := range objs {
-		if err := c.Client.Create(ctx, o); err != nil {
+		if err := cp.Client.Create(ctx, o); err != nil {
 			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
 		}
 	}
@@ -42,22 +42,22 @@ func (c *Cluster) CreateAll(ctx context.Context, objs ...client.Object) error {
 
 // WaitBound waits until a claim is Bound and returns it with its PV and
 // LogicalVolume.
-func (c *Cluster) WaitBound(ctx context.Context, namespace, name string, timeout time.Duration) (*Volume, error) {
+func (cp *ControlPlane) WaitBound(ctx context.Context, namespace, name string, timeout time.Duration) (*Volume, error) {
 	v := &Volume{Claim: &corev1.PersistentVolumeClaim{}, PV: &corev1.PersistentVolume{}, LV: &thinlvmv1.LogicalVolume{}}
-	err := c.WaitFor(ctx, "claim "+namespace+"/"+name+" to bind", timeout, func() (bool, error) {
-		err := c.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, v.Claim)
+	err := cp.WaitFor(ctx, "claim "+namespace+"/"+name+" to bind", timeout, func() (bool, error) {
+		err := cp.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, v.Claim)
 		return err == nil && v.Claim.Status.Phase == corev1.ClaimBound, client.IgnoreNotFound(err)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Client.Get(ctx, types.NamespacedName{Name: v.Claim.Spec.VolumeName}, v.PV); err != nil {
+	if err := cp.Client.Get(ctx, types.NamespacedName{Name: v.Claim.Spec.VolumeName}, v.PV); err != nil {
 		return nil, fmt.Errorf("PV of claim %s/%s: %w", namespace, name, err)
 	}
 	if v.PV.Spec.CSI == nil {
 		return nil, fmt.Errorf("PV %s of claim %s/%s is not a CSI volume", v.PV.Name, namespace, name)
 	}
-	if err := c.Client.Get(ctx, types.NamespacedName{Name: v.PV.Spec.CSI.VolumeHandle}, v.LV); err != nil {
+	if err := cp.Client.Get(ctx, types.NamespacedName{Name: v.PV.Spec.CSI.VolumeHandle}, v.LV); err != nil {
 		return nil, fmt.Errorf("LogicalVolume of claim %s/%s: %w", namespace, name, err)
 	}
 	return v, nil
@@ -65,20 +65,20 @@ func (c *Cluster) WaitBound(ctx context.Context, namespace, name string, timeout
 
 // DeleteAndWait deletes the objects (without a grace period; absent ones
 // are fine) and waits until every one is gone.
-func (c *Cluster) DeleteAndWait(ctx context.Context, timeout time.Duration, objs ...client.Object) error {
+func (cp *ControlPlane) DeleteAndWait(ctx context.Context, timeout time.Duration, objs ...client.Object) error {
 	for _, o := range objs {
-		if err := c.Client.Delete(ctx, o, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+		if err := cp.Client.Delete(ctx, o, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete %T %s: %w", o, o.GetName(), err)
 		}
 	}
-	return c.WaitGone(ctx, timeout, objs...)
+	return cp.WaitGone(ctx, timeout, objs...)
 }
 
 // WaitGone waits until every object is gone from the API server.
-func (c *Cluster) WaitGone(ctx context.Context, timeout time.Duration, objs ...client.Object) error {
+func (cp *ControlPlane) WaitGone(ctx context.Context, timeout time.Duration, objs ...client.Object) error {
 	for _, o := range objs {
-		err := c.WaitFor(ctx, fmt.Sprintf("%T %s to be gone", o, o.GetName()), timeout, func() (bool, error) {
-			err := c.Client.Get(ctx, client.ObjectKeyFromObject(o), o)
+		err := cp.WaitFor(ctx, fmt.Sprintf("%T %s to be gone", o, o.GetName()), timeout, func() (bool, error) {
+			err := cp.Client.Get(ctx, client.ObjectKeyFromObject(o), o)
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		})
 		if err != nil {

@@ -3,32 +3,22 @@ package cluster
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/thinlvm/thinlvm/e2e/lvmvm"
 
@@ -66,18 +56,16 @@ type Options struct {
 	Kustomize bool
 }
 
-// Cluster is a running local control plane.
+// Cluster is the test bed: the harness's processes (Supervisor), the
+// local control plane (ControlPlane), the kubelet stand-in (Kubelet), and
+// on them thinlvm's install and its nodes (this type's own methods: the
+// install, the simulated and VM nodes, the real nodes, the storage suite).
+// The parts are embedded, so a test reaches each through the Cluster.
 type Cluster struct {
-	Dir        string
-	Kubeconfig string
-	Config     *rest.Config
-	Client     client.Client
-	// K8sBin holds the Kubernetes binaries; Bin the harness's own (podrun,
-	// fakelvm) and, in Bin/images, thinlvm's images as an OCI layout.
-	K8sBin, Bin string
-	// ControlBin holds kube-apiserver, kube-controller-manager,
-	// kube-scheduler and kubectl: K8sBin's, or Options.K8sMinor's.
-	ControlBin string
+	*Supervisor
+	*ControlPlane
+	*Kubelet
+
 	// Deploy is the kustomization Install applies with
 	// Options.Kustomize: deploy/, or deploy/k8s<minor> for
 	// Options.K8sMinor.
@@ -91,10 +79,9 @@ type Cluster struct {
 	// CSIStorageCapacity; set before StartThinlvm. Default 5s.
 	CapacityPoll time.Duration
 
-	log     io.Writer
-	temp    bool
-	apiPort int
-	token   string
+	temp bool
+	// mu guards the install's state below.
+	mu sync.Mutex
 	// nodePods maps a node to its thinlvm pod; vmPods a pod run in the VM
 	// to the VM.
 	nodePods map[string]string
@@ -104,87 +91,6 @@ type Cluster struct {
 	agentArgs, agentExtraArgs map[string][]string
 	// agentsTuned: the node DaemonSet has agentArgs (TuneNodeAgents).
 	agentsTuned bool
-	// roots are the images unpacked for pods, by "host" or the VM's
-	// share directory.
-	roots   map[string]*imageRoots
-	rootsMu sync.Mutex
-	// kubelets carries the API server's connections to real nodes'
-	// kubelets.
-	kubelets *kubeletProxy
-	mu       sync.Mutex
-	procs    []*proc
-}
-
-type proc struct {
-	name string
-	env  []string
-	argv []string
-	// restart: started again when it exits, as the kubelet does with a
-	// pod's containers (restartPolicy Always).
-	restart bool
-	// done is closed when the process has stopped for good; stopping when
-	// Kill or Crash asked it to.
-	done     chan struct{}
-	stopping chan struct{}
-	stopOnce sync.Once
-
-	mu  sync.Mutex
-	cmd *exec.Cmd // the current run
-}
-
-func (p *proc) current() *exec.Cmd {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cmd
-}
-
-func (p *proc) stop() { p.stopOnce.Do(func() { close(p.stopping) }) }
-
-// Restart stops the named process, runs between (nil for nothing), and
-// starts it again with the same arguments and environment (and, for a
-// container, restarted again when it exits).
-func (c *Cluster) Restart(name string, between func() error) error {
-	c.mu.Lock()
-	var last *proc
-	for _, p := range c.procs {
-		if p.name == name {
-			last = p
-		}
-	}
-	c.mu.Unlock()
-	if last == nil {
-		return fmt.Errorf("no process %s", name)
-	}
-	c.Kill(name)
-	if between != nil {
-		if err := between(); err != nil {
-			return err
-		}
-	}
-	return c.run(&proc{name: name, env: last.env, argv: last.argv, restart: last.restart})
-}
-
-// Args are the arguments the named process was last started with (nil if
-// none was).
-func (c *Cluster) Args(name string) []string {
-	ps := c.named(name)
-	if len(ps) == 0 {
-		return nil
-	}
-	return slices.Clone(ps[len(ps)-1].argv)
-}
-
-// Procs are the names of the processes started here.
-func (c *Cluster) Procs() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for _, p := range c.procs {
-		if !slices.Contains(out, p.name) {
-			out = append(out, p.name)
-		}
-	}
-	return out
 }
 
 // Scheme has client-go's and thinlvm's types.
@@ -307,7 +213,9 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if progress == nil {
 		progress = func(Progress) {}
 	}
-	c = &Cluster{Dir: o.Dir, log: logw, CapacityPoll: 5 * time.Second}
+	sup := &Supervisor{Dir: o.Dir, log: logw}
+	cp := &ControlPlane{Supervisor: sup}
+	c = &Cluster{Supervisor: sup, ControlPlane: cp, Kubelet: &Kubelet{ControlPlane: cp}, CapacityPoll: 5 * time.Second}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "thinlvm-cluster-"); err != nil {
 			return nil, err
@@ -338,278 +246,10 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 			return c, err
 		}
 	}
-	for _, d := range []string{"logs", "pki", "etcd"} {
-		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
-			return c, err
-		}
-	}
-	token, err := pki(filepath.Join(c.Dir, "pki"))
-	if err != nil {
+	if err := cp.start(ctx, o, progress); err != nil {
 		return c, err
 	}
-	c.token = token
-	p := func(n string) string { return filepath.Join(c.Dir, "pki", n) }
-	ports := make([]int, 6)
-	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
-			return c, err
-		}
-	}
-	etcdPort, peerPort, kcmPort, schedPort := ports[0], ports[1], ports[3], ports[4]
-	c.apiPort = ports[2]
-	c.Kubeconfig = filepath.Join(c.Dir, "admin.kubeconfig")
-	if err := kubeconfig(c.Kubeconfig, p("ca.crt"), "127.0.0.1", c.apiPort, token); err != nil {
-		return c, err
-	}
-
-	t0 := time.Now()
-	progress(Progress{Step: "starting etcd and kube-apiserver", Since: t0})
-	if err := c.Run("etcd", nil, filepath.Join(c.K8sBin, "etcd"), "--name=e2e", "--data-dir="+filepath.Join(c.Dir, "etcd"),
-		"--listen-client-urls=http://127.0.0.1:"+strconv.Itoa(etcdPort), "--advertise-client-urls=http://127.0.0.1:"+strconv.Itoa(etcdPort),
-		"--listen-peer-urls=http://127.0.0.1:"+strconv.Itoa(peerPort), "--initial-advertise-peer-urls=http://127.0.0.1:"+strconv.Itoa(peerPort),
-		"--initial-cluster=e2e=http://127.0.0.1:"+strconv.Itoa(peerPort), "--unsafe-no-fsync", "--log-level=warn"); err != nil {
-		return c, err
-	}
-	kubelets, egress, err := startKubeletProxy(c.Dir, logw)
-	if err != nil {
-		return c, err
-	}
-	c.kubelets = kubelets
-	// The API server's identity at kubelets (their webhook authorizer
-	// asks it back): a member of system:masters, as kubeadm's was.
-	kcert, kkey, err := clientCert(filepath.Join(c.Dir, "pki"), "kube-apiserver-kubelet-client", "system:masters")
-	if err != nil {
-		return c, err
-	}
-	if err := os.WriteFile(p("apiserver-kubelet-client.crt"), kcert, 0o644); err != nil {
-		return c, err
-	}
-	if err := os.WriteFile(p("apiserver-kubelet-client.key"), kkey, 0o600); err != nil {
-		return c, err
-	}
-	if err := c.Run("kube-apiserver", nil, filepath.Join(c.ControlBin, "kube-apiserver"),
-		"--egress-selector-config-file="+egress, "--kubelet-client-certificate="+p("apiserver-kubelet-client.crt"),
-		"--kubelet-client-key="+p("apiserver-kubelet-client.key"), "--kubelet-preferred-address-types=InternalIP",
-		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(etcdPort), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(c.apiPort), "--tls-cert-file="+p("apiserver.crt"), "--tls-private-key-file="+p("apiserver.key"),
-		"--client-ca-file="+p("ca.crt"), "--token-auth-file="+p("tokens.csv"), "--authorization-mode=Node,RBAC",
-		"--enable-admission-plugins=NodeRestriction",
-		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file="+p("sa.pub"),
-		"--service-account-signing-key-file="+p("sa.key"), "--service-cluster-ip-range=10.96.0.0/16",
-		"--endpoint-reconciler-type=none", "--allow-privileged=true", "--v=0"); err != nil {
-		return c, err
-	}
-	if err := c.waitHTTPS(ctx, "kube-apiserver", fmt.Sprintf("https://127.0.0.1:%d/readyz", c.apiPort), p("ca.crt"), token); err != nil {
-		return c, err
-	}
-	fmt.Fprintf(logw, "cluster: kube-apiserver ready after %.1fs\n", time.Since(t0).Seconds())
-	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
-		return c, err
-	}
-	c.Config.QPS, c.Config.Burst = 200, 400
-	if c.Client, err = client.New(c.Config, client.Options{Scheme: Scheme}); err != nil {
-		return c, err
-	}
-	progress(Progress{Step: "starting controller-manager, scheduler, kwok", Since: time.Now()})
-	if err := c.Run("kube-controller-manager", nil, append([]string{filepath.Join(c.ControlBin, "kube-controller-manager"),
-		"--kubeconfig=" + c.Kubeconfig, "--authentication-kubeconfig=" + c.Kubeconfig, "--authorization-kubeconfig=" + c.Kubeconfig,
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(kcmPort), "--leader-elect=false",
-		"--service-account-private-key-file=" + p("sa.key"), "--root-ca-file=" + p("ca.crt"), "--use-service-account-credentials=true",
-		"--controllers=*", "--cluster-signing-cert-file=" + p("ca.crt"), "--cluster-signing-key-file=" + p("ca.key"),
-		"--kube-api-qps=50", "--kube-api-burst=100"}, o.ControllerManagerArgs...)...); err != nil {
-		return c, err
-	}
-	// The cluster's own default scheduler; thinlvm's scheduler comes with
-	// the install (deploy/scheduler) as a second profile.
-	schedCfg := filepath.Join(c.Dir, "scheduler.yaml")
-	if err := os.WriteFile(schedCfg, fmt.Appendf(nil, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: %q}\nleaderElection: {leaderElect: false}\n", c.Kubeconfig), 0o644); err != nil {
-		return c, err
-	}
-	if err := c.Run("kube-scheduler", nil, filepath.Join(c.ControlBin, "kube-scheduler"), "--config="+schedCfg,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort), "--authentication-kubeconfig="+c.Kubeconfig,
-		"--authorization-kubeconfig="+c.Kubeconfig); err != nil {
-		return c, err
-	}
-	heartbeat, lease := "node/heartbeat/node-heartbeat.yaml", "40"
-	if o.SlowHeartbeats {
-		heartbeat, lease = "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml", "600"
-	}
-	stages, err := c.kwokStages(heartbeat)
-	if err != nil {
-		return c, err
-	}
-	if err := c.Run("kwok", nil, filepath.Join(c.K8sBin, "kwok"), "--kubeconfig="+c.Kubeconfig, "--config="+stages,
-		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr=10.244.0.0/16", "--node-ip=127.0.0.1", "--node-lease-duration-seconds="+lease); err != nil {
-		return c, err
-	}
-	// Pods need the default ServiceAccount, which the controller manager makes.
-	if err := c.WaitFor(ctx, "the default ServiceAccount", time.Minute, func() (bool, error) {
-		err := c.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{})
-		return err == nil, client.IgnoreNotFound(err)
-	}); err != nil {
-		return c, err
-	}
-	fmt.Fprintf(logw, "cluster: control plane ready after %.1fs (dir %s)\n", time.Since(t0).Seconds(), c.Dir)
 	return c, nil
-}
-
-// kwokStages writes the kwok module's "fast" node and pod stages, and the
-// node heartbeat stage named.
-func (c *Cluster) kwokStages(heartbeat string) (string, error) {
-	root, err := repoRoot()
-	if err != nil {
-		return "", err
-	}
-	dir, err := moduleDir(filepath.Join(root, "e2e", "cluster", "addons"), "sigs.k8s.io/kwok")
-	if err != nil {
-		return "", err
-	}
-	var all []byte
-	for _, f := range []string{"node/fast/node-initialize.yaml", heartbeat,
-		"pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml"} {
-		b, err := os.ReadFile(filepath.Join(dir, "kustomize", "stage", f))
-		if err != nil {
-			return "", err
-		}
-		all = append(append(all, "---\n"...), b...)
-	}
-	path := filepath.Join(c.Dir, "kwok-stages.yaml")
-	return path, os.WriteFile(path, all, 0o644)
-}
-
-// Run starts a named process logging to logs/NAME.log.
-func (c *Cluster) Run(name string, env []string, argv ...string) error {
-	return c.run(&proc{name: name, env: env, argv: argv})
-}
-
-// RunContainer is Run for a pod's container: when it exits it is started
-// again after a back-off (1s, doubled up to 30s, back to 1s after a minute
-// of running), as the kubelet does, until Kill, Crash or Stop.
-func (c *Cluster) RunContainer(name string, env []string, argv ...string) error {
-	return c.run(&proc{name: name, env: env, argv: argv, restart: true})
-}
-
-func (c *Cluster) run(p *proc) error {
-	logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	p.done, p.stopping = make(chan struct{}), make(chan struct{})
-	start := func() (<-chan error, error) {
-		cmd := exec.Command(p.argv[0], p.argv[1:]...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.Env = append(os.Environ(), p.env...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("start %s: %w", p.name, err)
-		}
-		p.mu.Lock()
-		p.cmd = cmd
-		p.mu.Unlock()
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		return exited, nil
-	}
-	exited, err := start()
-	if err != nil {
-		logf.Close()
-		return err
-	}
-	go func() {
-		defer close(p.done)
-		defer logf.Close()
-		delay := time.Second
-		for {
-			started := time.Now()
-			err := <-exited
-			select {
-			case <-p.stopping:
-				return
-			default:
-			}
-			if !p.restart {
-				return
-			}
-			if time.Since(started) > time.Minute {
-				delay = time.Second
-			}
-			fmt.Fprintf(logf, "kubelet: %s exited (%v) after %s; restarting in %s\n", p.name, err, time.Since(started).Round(time.Millisecond), delay)
-			select {
-			case <-p.stopping:
-				return
-			case <-time.After(delay):
-			}
-			delay = min(2*delay, 30*time.Second)
-			if exited, err = start(); err != nil {
-				fmt.Fprintf(logf, "kubelet: %v\n", err)
-				return
-			}
-		}
-	}()
-	c.mu.Lock()
-	c.procs = append(c.procs, p)
-	c.mu.Unlock()
-	return nil
-}
-
-// started tells whether a process of that name was started here.
-func (c *Cluster) started(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.procs {
-		if p.name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// Alive tells whether the named process still runs.
-func (c *Cluster) Alive(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.procs {
-		if p.name == name {
-			select {
-			case <-p.done:
-			default:
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// named are the processes of that name started here, oldest first.
-func (c *Cluster) named(name string) []*proc {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var ps []*proc
-	for _, p := range c.procs {
-		if p.name == name {
-			ps = append(ps, p)
-		}
-	}
-	return ps
-}
-
-// Kill stops the named processes (SIGTERM, then SIGKILL) and waits.
-func (c *Cluster) Kill(name string) {
-	for _, p := range c.named(name) {
-		stop(p)
-	}
-}
-
-// Crash kills the named processes with SIGKILL, as a node losing power or
-// the OOM killer would: no signal handler runs, no lease is released.
-// Nothing starts them again; Restart does.
-func (c *Cluster) Crash(name string) {
-	for _, p := range c.named(name) {
-		p.stop()
-		_ = p.current().Process.Kill()
-		<-p.done
-	}
 }
 
 // KillContainer kills a pod's container with SIGKILL, as the OOM killer
@@ -641,49 +281,10 @@ func (c *Cluster) KillContainer(ctx context.Context, name string) error {
 	return cmd.Process.Kill()
 }
 
-func stop(p *proc) {
-	p.stop()
-	_ = p.current().Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.current().Process.Kill()
-		<-p.done
-	}
-}
-
-// RestartControlPlane kills etcd and kube-apiserver with SIGKILL, starts
-// them again on the same data and port, and waits until the API server is
-// ready.
-func (c *Cluster) RestartControlPlane(ctx context.Context) error {
-	c.Crash("kube-apiserver")
-	c.Crash("etcd")
-	for _, name := range []string{"etcd", "kube-apiserver"} {
-		if err := c.Restart(name, nil); err != nil {
-			return err
-		}
-	}
-	return c.waitHTTPS(ctx, "kube-apiserver", fmt.Sprintf("https://127.0.0.1:%d/readyz", c.apiPort), filepath.Join(c.Dir, "pki", "ca.crt"), c.token)
-}
-
-// Log returns the tail of a process's log.
-func (c *Cluster) Log(name string) string {
-	b, _ := os.ReadFile(filepath.Join(c.Dir, "logs", name+".log"))
-	if len(b) > 6000 {
-		b = b[len(b)-6000:]
-	}
-	return string(b)
-}
-
-// Stop stops every process, last started first.
+// Stop stops every process, last started first, and removes the
+// temporary directories.
 func (c *Cluster) Stop() {
-	c.mu.Lock()
-	ps := c.procs
-	c.procs = nil
-	c.mu.Unlock()
-	for i := len(ps) - 1; i >= 0; i-- {
-		stop(ps[i])
-	}
+	c.StopAll()
 	if c.kubelets != nil {
 		c.kubelets.close()
 	}
@@ -692,54 +293,6 @@ func (c *Cluster) Stop() {
 	}
 	if c.Bin != "" {
 		_ = os.RemoveAll(c.Bin)
-	}
-}
-
-func (c *Cluster) waitHTTPS(ctx context.Context, name, url, caFile, token string) error {
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		return err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	return c.WaitFor(ctx, name, 2*time.Minute, func() (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	}, name)
-}
-
-// WaitFor polls cond until it is true, it errs, timeout passes, or one of
-// the named processes dies (its log tail is in the error).
-func (c *Cluster) WaitFor(ctx context.Context, what string, timeout time.Duration, cond func() (bool, error), procs ...string) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		}
-		if ok {
-			return nil
-		}
-		for _, p := range procs {
-			if !c.Alive(p) {
-				return fmt.Errorf("%s died while waiting for %s; log:\n%s", p, what, c.Log(p))
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
 	}
 }
 

@@ -7,4 +7,9 @@
 // `make images` does) under podrun, the harness's container runtime; the
 // Kubernetes binaries come from build.sh (cached outside the repo). Every
 // process listens on 127.0.0.1 or a unix socket and is stopped by PID.
+//
+// A Cluster is four parts, each a type it embeds: the Supervisor runs the
+// processes, the ControlPlane is the Kubernetes control plane and its API
+// clients, the Kubelet is the stand-in that runs pods' containers, and the
+// Cluster's own methods install thinlvm on them and add its nodes.
 package cluster

@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -43,6 +42,20 @@ import (
 // cannot be fetched here: they run from binaries built from the same Go
 // modules, as processes on the host with their volumes as directories,
 // started again when they exit.
+
+// Kubelet is that stand-in. It reads pods and writes tokens through its
+// ControlPlane and runs containers under its Supervisor.
+type Kubelet struct {
+	*ControlPlane
+	// Bin holds the harness's own binaries (podrun, fakelvm) and, in
+	// Bin/images, thinlvm's images as an OCI layout.
+	Bin string
+
+	// roots are the images unpacked for pods, by "host" or the VM's
+	// share directory.
+	roots   map[string]*imageRoots
+	rootsMu sync.Mutex
+}
 
 // apiClients are the sidecars that talk to the API server: they get the
 // pod's kubeconfig as --kubeconfig (in a cluster: the in-cluster config).
@@ -88,8 +101,8 @@ func layoutRef(image string) string {
 
 // RunPod starts the containers of a pod. Process names are
 // "<container>@<pod>".
-func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) error {
-	podDir := filepath.Join(c.Dir, "pods", pod.Name)
+func (k *Kubelet) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) error {
+	podDir := filepath.Join(k.Dir, "pods", pod.Name)
 	guestDir := "/share/pods/" + pod.Name // the same directory, seen from the VM
 	if o.VM != nil {
 		podDir = filepath.Join(o.VM.ShareDir(), "pods", pod.Name)
@@ -107,15 +120,15 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 	// use the in-cluster config.
 	var kubeconfigPath string
 	if o.VM == nil {
-		token, err := c.podToken(ctx, pod)
+		token, err := k.podToken(ctx, pod)
 		if err != nil {
 			return err
 		}
-		if kubeconfigPath, err = c.sidecarKubeconfig(podDir, token); err != nil {
+		if kubeconfigPath, err = k.sidecarKubeconfig(podDir, token); err != nil {
 			return err
 		}
 	}
-	volumes, err := c.podVolumes(ctx, pod, podDir, o.VM != nil, local)
+	volumes, err := k.podVolumes(ctx, pod, podDir, o.VM != nil, local)
 	if err != nil {
 		return err
 	}
@@ -132,7 +145,7 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 			return err
 		}
 		if fromImage(ct.Image) {
-			if err := c.runContainer(ctx, pod, ct, env, volumes, o); err != nil {
+			if err := k.runContainer(ctx, pod, ct, env, volumes, o); err != nil {
 				return fmt.Errorf("pod %s container %s: %w", pod.Name, ct.Name, err)
 			}
 			continue
@@ -165,8 +178,8 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 		}
 		// Each pod has its own hostname, as under a kubelet: the sidecars'
 		// leader election tells the replicas apart by it.
-		argv := append([]string{filepath.Join(c.Bin, "podrun"), "exec", "--hostname=" + pod.Name, "--", filepath.Join(c.K8sBin, prog)}, args...)
-		if err := c.RunContainer(ct.Name+"@"+pod.Name, append(envList, o.Env[ct.Name]...), argv...); err != nil {
+		argv := append([]string{filepath.Join(k.Bin, "podrun"), "exec", "--hostname=" + pod.Name, "--", filepath.Join(k.K8sBin, prog)}, args...)
+		if err := k.RunContainer(ct.Name+"@"+pod.Name, append(envList, o.Env[ct.Name]...), argv...); err != nil {
 			return err
 		}
 	}
@@ -176,8 +189,8 @@ func (c *Cluster) RunPod(ctx context.Context, pod *corev1.Pod, o PodOptions) err
 // runContainer runs a container of thinlvm's images with podrun: on the
 // host, or in the VM (o.VM). volumes are the pod's volume directories as
 // the place it runs sees them.
-func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.Container, env map[string]string, volumes map[string]string, o PodOptions) error {
-	img, err := imageroot.Find(filepath.Join(c.Bin, "images"), layoutRef(ct.Image))
+func (k *Kubelet) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.Container, env map[string]string, volumes map[string]string, o PodOptions) error {
+	img, err := imageroot.Find(filepath.Join(k.Bin, "images"), layoutRef(ct.Image))
 	if err != nil {
 		return err
 	}
@@ -185,7 +198,7 @@ func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.C
 	if err != nil {
 		return err
 	}
-	root, err := c.imageRoot(ctx, layoutRef(ct.Image), img, o.VM)
+	root, err := k.imageRoot(ctx, layoutRef(ct.Image), img, o.VM)
 	if err != nil {
 		return err
 	}
@@ -196,7 +209,7 @@ func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.C
 	if o.VM != nil {
 		host = lvmvm.HostAddress
 	}
-	envList = append(envList, "KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+strconv.Itoa(c.apiPort))
+	envList = append(envList, "KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+strconv.Itoa(k.apiPort))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		envList = append(envList, k+"="+env[k])
 	}
@@ -268,7 +281,7 @@ func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.C
 		}
 		return nil
 	}
-	return c.Run(name, nil, append([]string{filepath.Join(c.Bin, "podrun")}, run...)...)
+	return k.Run(name, nil, append([]string{filepath.Join(k.Bin, "podrun")}, run...)...)
 }
 
 // imageRoot unpacks img (named image) once per place it runs (the host, or a VM)
@@ -276,20 +289,20 @@ func (c *Cluster) runContainer(ctx context.Context, pod *corev1.Pod, ct corev1.C
 // directory, in the VM on its tmpfs (podrun unpacks there the flattened
 // image the host writes to the share). Places unpack one image at a time
 // each, and at the same time as each other.
-func (c *Cluster) imageRoot(ctx context.Context, image string, img v1.Image, vm *lvmvm.VM) (string, error) {
+func (k *Kubelet) imageRoot(ctx context.Context, image string, img v1.Image, vm *lvmvm.VM) (string, error) {
 	where := "host"
 	if vm != nil {
 		where = vm.ShareDir()
 	}
-	c.rootsMu.Lock()
-	if c.roots == nil {
-		c.roots = map[string]*imageRoots{}
+	k.rootsMu.Lock()
+	if k.roots == nil {
+		k.roots = map[string]*imageRoots{}
 	}
-	if c.roots[where] == nil {
-		c.roots[where] = &imageRoots{roots: map[string]string{}}
+	if k.roots[where] == nil {
+		k.roots[where] = &imageRoots{roots: map[string]string{}}
 	}
-	place := c.roots[where]
-	c.rootsMu.Unlock()
+	place := k.roots[where]
+	k.rootsMu.Unlock()
 	place.mu.Lock()
 	defer place.mu.Unlock()
 	if root, ok := place.roots[image]; ok {
@@ -300,7 +313,7 @@ func (c *Cluster) imageRoot(ctx context.Context, image string, img v1.Image, vm 
 	var root string
 	dir := strings.ReplaceAll(image, ":", "_") // name_tag
 	if vm == nil {
-		root = filepath.Join(c.Dir, "images", dir)
+		root = filepath.Join(k.Dir, "images", dir)
 		if err := imageroot.Unpack(flat, root); err != nil {
 			return "", err
 		}
@@ -339,15 +352,15 @@ type imageRoots struct {
 
 // podToken asks the API server for a token of the pod's ServiceAccount,
 // bound to the pod, for the API server: the sidecars' kubeconfig.
-func (c *Cluster) podToken(ctx context.Context, pod *corev1.Pod) (string, error) {
-	return c.boundToken(ctx, pod, "", 24*3600)
+func (k *Kubelet) podToken(ctx context.Context, pod *corev1.Pod) (string, error) {
+	return k.boundToken(ctx, pod, "", 24*3600)
 }
 
 // boundToken asks the API server for a token of the pod's ServiceAccount,
 // bound to the pod, for audience (empty: the API server's own audiences),
 // valid for seconds.
-func (c *Cluster) boundToken(ctx context.Context, pod *corev1.Pod, audience string, seconds int64) (string, error) {
-	cs, err := kubernetes.NewForConfig(c.Config)
+func (k *Kubelet) boundToken(ctx context.Context, pod *corev1.Pod, audience string, seconds int64) (string, error) {
+	cs, err := kubernetes.NewForConfig(k.Config)
 	if err != nil {
 		return "", err
 	}
@@ -372,8 +385,8 @@ func (c *Cluster) boundToken(ctx context.Context, pod *corev1.Pod, audience stri
 
 // sidecarKubeconfig writes to dir a kubeconfig of the API server on
 // 127.0.0.1 with token, and returns its path.
-func (c *Cluster) sidecarKubeconfig(dir, token string) (string, error) {
-	ca, err := os.ReadFile(filepath.Join(c.Dir, "pki", "ca.crt"))
+func (k *Kubelet) sidecarKubeconfig(dir, token string) (string, error) {
+	ca, err := os.ReadFile(filepath.Join(k.Dir, "pki", "ca.crt"))
 	if err != nil {
 		return "", err
 	}
@@ -382,20 +395,20 @@ func (c *Cluster) sidecarKubeconfig(dir, token string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, "kubeconfig")
-	return path, kubeconfig(path, caPath, "127.0.0.1", c.apiPort, token)
+	return path, kubeconfig(path, caPath, "127.0.0.1", k.apiPort, token)
 }
 
 // podVolumes makes a directory for each volume: emptyDir, configMap and
 // projected volumes in the pod's directory (their files as the kubelet
 // writes them), hostPath volumes under the node's root (on the host, a
 // directory per node; in the VM, the path itself: the VM is the node).
-func (c *Cluster) podVolumes(ctx context.Context, pod *corev1.Pod, podDir string, inVM bool, local func(string) string) (map[string]string, error) {
+func (k *Kubelet) podVolumes(ctx context.Context, pod *corev1.Pod, podDir string, inVM bool, local func(string) string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, v := range pod.Spec.Volumes {
 		dir := filepath.Join(podDir, "volumes", v.Name)
 		switch {
 		case v.Projected != nil:
-			files, err := c.projectedFiles(ctx, pod, v.Projected)
+			files, err := k.projectedFiles(ctx, pod, v.Projected)
 			if err != nil {
 				return nil, fmt.Errorf("pod %s volume %s: %w", pod.Name, v.Name, err)
 			}
@@ -417,7 +430,7 @@ func (c *Cluster) podVolumes(ctx context.Context, pod *corev1.Pod, podDir string
 			out[v.Name] = dir
 		case v.ConfigMap != nil:
 			mode := ptr.Deref(v.ConfigMap.DefaultMode, corev1.ConfigMapVolumeSourceDefaultMode)
-			files, err := c.configMapFiles(ctx, pod, v.ConfigMap.LocalObjectReference, v.ConfigMap.Items, v.ConfigMap.Optional, mode)
+			files, err := k.configMapFiles(ctx, pod, v.ConfigMap.LocalObjectReference, v.ConfigMap.Items, v.ConfigMap.Optional, mode)
 			if err != nil {
 				return nil, fmt.Errorf("pod %s volume %s: %w", pod.Name, v.Name, err)
 			}
@@ -434,7 +447,7 @@ func (c *Cluster) podVolumes(ctx context.Context, pod *corev1.Pod, podDir string
 				out[v.Name] = "/dev"
 				continue
 			}
-			dir := filepath.Join(c.Dir, "nodes", pod.Spec.NodeName, "root", v.HostPath.Path)
+			dir := filepath.Join(k.Dir, "nodes", pod.Spec.NodeName, "root", v.HostPath.Path)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
@@ -475,20 +488,20 @@ func writeVolume(dir string, files []volumeFile) error {
 // the kubelet makes them: a token of the pod's ServiceAccount bound to the
 // pod (for the source's audience, valid as long as it asks; the harness
 // does not renew it), a ConfigMap's keys, the Downward API's pod fields.
-func (c *Cluster) projectedFiles(ctx context.Context, pod *corev1.Pod, p *corev1.ProjectedVolumeSource) ([]volumeFile, error) {
+func (k *Kubelet) projectedFiles(ctx context.Context, pod *corev1.Pod, p *corev1.ProjectedVolumeSource) ([]volumeFile, error) {
 	mode := ptr.Deref(p.DefaultMode, corev1.ProjectedVolumeSourceDefaultMode)
 	var files []volumeFile
 	for _, src := range p.Sources {
 		switch {
 		case src.ServiceAccountToken != nil:
 			t := src.ServiceAccountToken
-			token, err := c.boundToken(ctx, pod, t.Audience, ptr.Deref(t.ExpirationSeconds, 3600))
+			token, err := k.boundToken(ctx, pod, t.Audience, ptr.Deref(t.ExpirationSeconds, 3600))
 			if err != nil {
 				return nil, err
 			}
 			files = append(files, volumeFile{t.Path, []byte(token), mode})
 		case src.ConfigMap != nil:
-			cm, err := c.configMapFiles(ctx, pod, src.ConfigMap.LocalObjectReference, src.ConfigMap.Items, src.ConfigMap.Optional, mode)
+			cm, err := k.configMapFiles(ctx, pod, src.ConfigMap.LocalObjectReference, src.ConfigMap.Items, src.ConfigMap.Optional, mode)
 			if err != nil {
 				return nil, err
 			}
@@ -515,11 +528,11 @@ func (c *Cluster) projectedFiles(ctx context.Context, pod *corev1.Pod, p *corev1
 // named, or every key under its own name. The kubelet waits for a
 // ConfigMap that is not optional; so does this, a little (kube-root-ca.crt
 // appears with its namespace, made by the controller-manager).
-func (c *Cluster) configMapFiles(ctx context.Context, pod *corev1.Pod, ref corev1.LocalObjectReference, items []corev1.KeyToPath, optional *bool, mode int32) ([]volumeFile, error) {
+func (k *Kubelet) configMapFiles(ctx context.Context, pod *corev1.Pod, ref corev1.LocalObjectReference, items []corev1.KeyToPath, optional *bool, mode int32) ([]volumeFile, error) {
 	cm := &corev1.ConfigMap{}
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}
-	err := c.WaitFor(ctx, "ConfigMap "+key.String(), 30*time.Second, func() (bool, error) {
-		err := c.Client.Get(ctx, key, cm)
+	err := k.WaitFor(ctx, "ConfigMap "+key.String(), 30*time.Second, func() (bool, error) {
+		err := k.Client.Get(ctx, key, cm)
 		if apierrors.IsNotFound(err) && !ptr.Deref(optional, false) {
 			return false, nil
 		}
@@ -685,11 +698,11 @@ func freePorts(arg string) (string, error) {
 // WaitPods waits until the pods matching labels in namespace exist (a
 // Deployment's ReplicaSet or a DaemonSet made them) and returns them; with
 // node set, only the one on that node.
-func (c *Cluster) WaitPods(ctx context.Context, namespace string, labels map[string]string, node string, want int) ([]corev1.Pod, error) {
+func (k *Kubelet) WaitPods(ctx context.Context, namespace string, labels map[string]string, node string, want int) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
-	err := c.WaitFor(ctx, fmt.Sprintf("%d pod(s) %v on %q", want, labels, node), 2*time.Minute, func() (bool, error) {
+	err := k.WaitFor(ctx, fmt.Sprintf("%d pod(s) %v on %q", want, labels, node), 2*time.Minute, func() (bool, error) {
 		list := &corev1.PodList{}
-		if err := c.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
+		if err := k.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
 			return false, err
 		}
 		pods = pods[:0]
@@ -701,24 +714,4 @@ func (c *Cluster) WaitPods(ctx context.Context, namespace string, labels map[str
 		return len(pods) >= want, nil
 	})
 	return pods, err
-}
-
-// kubectl runs the built kubectl with the admin kubeconfig.
-func (c *Cluster) kubectl(ctx context.Context, args ...string) ([]byte, error) {
-	return c.client(ctx, filepath.Join(c.ControlBin, "kubectl"), nil, args...)
-}
-
-// client runs a command-line client of the API server (kubectl, helm)
-// with the admin kubeconfig and env added to the environment; its error
-// holds the command and its output.
-func (c *Cluster) client(ctx context.Context, bin string, env []string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig=" + c.Kubeconfig}, args...)...)
-	if env != nil {
-		cmd.Env = append(os.Environ(), env...)
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return out, fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
-	}
-	return out, nil
 }
