@@ -19,7 +19,7 @@ help: ## Show this help.
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: generate
-generate: ## Regenerate checked-in code: protobuf/gRPC, deepcopy, the scheduler args' conversion and defaults, the chart's CRDs and roles, and deploy/'s kustomize tree rendered from the chart.
+generate: ## Regenerate checked-in code: protobuf/gRPC, deepcopy, the scheduler args' conversion and defaults, the chart's CRDs and roles (the controller's, the node agent's, the kubectl plugin's read-only viewer), and deploy/'s kustomize tree rendered from the chart.
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
 	$(GO) build -o $(BIN)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
@@ -34,6 +34,7 @@ generate: ## Regenerate checked-in code: protobuf/gRPC, deepcopy, the scheduler 
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/chart/crds
 	$(GO) tool controller-gen rbac:roleName=thinlvm-node paths=./node/... output:rbac:artifacts:config=deploy/chart/templates/rbac/node
 	$(GO) tool controller-gen rbac:roleName=thinlvm-controller paths=./controller/... output:rbac:artifacts:config=deploy/chart/templates/rbac/controller
+	$(GO) tool controller-gen rbac:roleName=thinlvm-viewer paths=./cmd/kubectl-thinlvm/... output:rbac:artifacts:config=deploy/chart/templates/rbac/viewer   # the kubectl plugin's reads
 	sed -i 's/^  namespace: thinlvm-system$$/  namespace: {{ .Release.Namespace }}/' deploy/chart/templates/rbac/*/role.yaml   # the markers' namespace is the release's
 	cd deploy/chart && CGO_ENABLED=0 $(GO) run -trimpath ./render -kube-version=v$(K8S_NEWEST).0   # deploy/'s kustomize tree from the chart (its own module: Helm's SDK)
 

@@ -11,6 +11,13 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
+// What the plugin reads, and all it may: `make generate` writes the
+// read-only ClusterRole thinlvm-viewer from these markers
+// (deploy/rbac/viewer), which an administrator binds to the plugin's users.
+// +kubebuilder:rbac:groups=thinlvm.io,resources=lvmnodes;logicalvolumes;goldenimages;goldenimagechannels,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumes;persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+
 func main() {
 	cmd := newRootCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	if err := cmd.Execute(); err != nil {

@@ -13,12 +13,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/internal/envtest"
@@ -26,8 +28,12 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden with what the commands print")
 
-// kubeconfig is the test API server's, as the plugin's user has one.
-var kubeconfig string
+// kubeconfig is the test API server's, as the plugin's user has one; env
+// is that API server.
+var (
+	kubeconfig string
+	env        *envtest.Env
+)
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -38,6 +44,7 @@ func TestMain(m *testing.M) {
 	defer os.RemoveAll(dir)
 	kubeconfig = filepath.Join(dir, "kubeconfig")
 	envtest.Main(m, func(e *envtest.Env) {
+		env = e
 		err := e.WriteKubeconfig(kubeconfig)
 		if err == nil {
 			err = seed(context.Background(), e.Client)
@@ -54,9 +61,15 @@ func TestMain(m *testing.M) {
 // kubeconfig, and returns what it printed on standard output and error.
 func kubectl(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return kubectlWith(t, kubeconfig, args...)
+}
+
+// kubectlWith is kubectl with another user's kubeconfig.
+func kubectlWith(t *testing.T, config string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd := newRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-	cmd.SetArgs(append([]string{"--kubeconfig", kubeconfig}, args...))
+	cmd.SetArgs(append([]string{"--kubeconfig", config}, args...))
 	err = cmd.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err
 }
@@ -278,5 +291,71 @@ func TestImages(t *testing.T) {
 	}
 	if _, _, err := kubectl(t, "images", "debian"); err == nil || !strings.Contains(err.Error(), "GoldenImage debian not found") {
 		t.Errorf("an unknown image: %v", err)
+	}
+}
+
+// TestViewerRole runs every command as a user bound to nothing but the
+// read-only ClusterRole deploy/ ships for the plugin (thinlvm-viewer,
+// generated from the plugin's RBAC markers): each prints what it prints
+// for an administrator. A user bound to nothing is refused, so the
+// comparison would fail if the role lacked a read.
+func TestViewerRole(t *testing.T) {
+	ctx := context.Background()
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "rbac", "viewer", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict(data, role); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range role.Rules {
+		for _, v := range r.Verbs {
+			if v != "get" && v != "list" && v != "watch" {
+				t.Errorf("thinlvm-viewer may %s %v: not read-only", v, r.Resources)
+			}
+		}
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "viewer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "viewer"}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	viewer, nobody := filepath.Join(dir, "viewer"), filepath.Join(dir, "nobody")
+	if err := env.WriteUserKubeconfig(viewer, "viewer"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.WriteUserKubeconfig(nobody, "nobody"); err != nil {
+		t.Fatal(err)
+	}
+	commands := []string{"nodes -o wide", "volumes -A -o wide", "volumes -n vms vm-1-clone -o yaml", "images -o wide"}
+	// The authorizer sees the new binding within moments.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, _, err := kubectlWith(t, viewer, "nodes"); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("as thinlvm-viewer: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, args := range commands {
+		want, _, err := kubectl(t, strings.Fields(args)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := kubectlWith(t, viewer, strings.Fields(args)...)
+		if err != nil {
+			t.Errorf("%s as thinlvm-viewer: %v", args, err)
+		} else if got != want {
+			t.Errorf("%s as thinlvm-viewer:\n%s\nas an administrator:\n%s", args, got, want)
+		}
+		if _, _, err := kubectlWith(t, nobody, strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), "forbidden") {
+			t.Errorf("%s as a user bound to nothing: %v, want forbidden", args, err)
+		}
 	}
 }

@@ -154,7 +154,14 @@ func (e *Env) Stop() error {
 // WriteKubeconfig writes a kubeconfig of a cluster-admin user, for
 // processes started beside the test (a scheduler).
 func (e *Env) WriteKubeconfig(path string) error {
-	u, err := e.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	return e.WriteUserKubeconfig(path, "admin", "system:masters")
+}
+
+// WriteUserKubeconfig writes a kubeconfig of the named user, member of
+// groups: what RBAC lets that user do is what the API server's
+// authorizer decides.
+func (e *Env) WriteUserKubeconfig(path, name string, groups ...string) error {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 	if err != nil {
 		return err
 	}
