@@ -43,7 +43,7 @@ verify: generate lint ## Check formatting, vet, lint with the import boundaries,
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet -race ./...   # -race: test-unit's build flags, so that the packages vet compiles are test-unit's too (a cold machine compiled them twice)
 	$(GO) mod tidy -diff
-	cd e2e/topolvm && $(GO) vet ./... && $(GO) mod tidy -diff   # the TopoLVM benchmark's own module compiles
+	cd e2e/bench/topolvm && $(GO) vet ./... && $(GO) mod tidy -diff   # the TopoLVM benchmark's own module compiles
 	cd e2e/cluster/addons && $(GO) mod tidy -diff   # the test cluster's add-ons' module
 	cd e2e/conformance && $(GO) mod tidy -diff   # Kubernetes' storage suite's module (e2e.test, agnhost)
 	cd hack/tools && $(GO) mod tidy -diff   # the linter's module
@@ -260,15 +260,15 @@ compat-%:
 bench: lvmvm-image ## Benchmarks (and every arch's images, checked): lvmd on real lvm2 (ratios), a node full of LVs (about 30 min), lvmd beside TopoLVM's, 100 PVCs to Bound, golden-image VM disks, prewarm with and without peers (NODES=N VMs), scheduler throughput, the 200-operation storm, the controller's GetCapacity against 2,000 LVMNodes, hollow nodes at 1,000 and 2,500 (HOLLOW_SIZES=a,b).
 	$(GO) test -count=1 -timeout 40m ./hack/images/ -args -images.arches=amd64,arm64   # every arch's images, as make release checks them
 	$(GO) test -count=1 -timeout 75m -run '^$$' -bench . -benchtime 1x ./e2e/lvmvm/...
-	cd e2e/topolvm && $(GO) test -count=1 -timeout 40m -run '^$$' -bench . -benchtime 1x ./...
+	cd e2e/bench/topolvm && $(GO) test -count=1 -timeout 40m -run '^$$' -bench . -benchtime 1x ./...
 	$(GO) test -count=1 -timeout 45m -run '^$$' -bench . -benchtime 1x ./e2e/cluster/...
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e/migration/
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e/images/ $(if $(NODES),-images.nodes=$(NODES))
 	$(GO) test -count=1 -timeout 90m -run '^$$' -bench . -benchtime 1x ./e2e/chaos/ $(if $(SEED),-chaos.seed=$(SEED))
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 20000x ./scheduler/plugin/...
-	$(GO) test -count=1 -timeout 150m -run '^$$' -bench . -benchtime 1x ./e2e/hollow/ $(if $(HOLLOW_SIZES),-hollow.sizes=$(HOLLOW_SIZES))
+	$(GO) test -count=1 -timeout 150m -run '^$$' -bench . -benchtime 1x ./e2e/bench/hollow/ $(if $(HOLLOW_SIZES),-hollow.sizes=$(HOLLOW_SIZES))
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
-	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 40m -run '^$$' -bench . -benchtime 1x ./e2e/schedbench/...   # 1,000 and 5,000 nodes, about 10 min
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 40m -run '^$$' -bench . -benchtime 1x ./e2e/bench/scheduler/...   # 1,000 and 5,000 nodes, about 10 min
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -timeout 10m -run '^$$' -bench . -benchtime 2000x ./controller/csi/
 

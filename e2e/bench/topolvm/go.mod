@@ -1,4 +1,4 @@
-module github.com/thinlvm/thinlvm/e2e/topolvm
+module github.com/thinlvm/thinlvm/e2e/bench/topolvm
 
 go 1.26.0
 
@@ -21,4 +21,4 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/thinlvm/thinlvm => ../..
+replace github.com/thinlvm/thinlvm => ../../..

@@ -215,7 +215,7 @@ func (h *bench) build() {
 		h.b.Fatal(err)
 	}
 	h.bin = filepath.Join(h.dir, "hollownode")
-	cmd := exec.Command("go", "build", "-o", h.bin, "./e2e/hollow/hollownode")
+	cmd := exec.Command("go", "build", "-o", h.bin, "./e2e/bench/hollow/hollownode")
 	cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
 	if o, err := cmd.CombinedOutput(); err != nil {
 		h.b.Fatalf("build hollownode: %v\n%s", err, o)
