@@ -657,12 +657,16 @@ func TestNodeReboot(t *testing.T) {
 			t.Errorf("no device node for %s after the reboot: %v", p.claim, err)
 		}
 	}
+	// Every pod's sandbox and container start again, and its volume is
+	// staged and published again, on a node that may share the host with
+	// another lane: 10 minutes bound a hang (6 ran out once beside the
+	// golden-image suite's two VMs).
 	for _, p := range pods {
-		err := k.WaitFor(ctx, "pod "+p.pod.Name+" to run again after the reboot", 6*time.Minute, func() (bool, error) {
+		err := k.WaitFor(ctx, "pod "+p.pod.Name+" to run again after the reboot", 10*time.Minute, func() (bool, error) {
 			return containerIDs(t, p.pod) != ids[p.pod.Name] && p.pod.Status.Phase == corev1.PodRunning, nil
 		})
 		if err != nil {
-			t.Fatal(err)
+			t.Fatal(err, guestState())
 		}
 	}
 	checkSteady(t, pods)
