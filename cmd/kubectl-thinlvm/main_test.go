@@ -24,6 +24,7 @@ import (
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/internal/envtest"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden with what the commands print")
@@ -334,15 +335,10 @@ func TestViewerRole(t *testing.T) {
 	}
 	commands := []string{"nodes -o wide", "volumes -A -o wide", "volumes -n vms vm-1-clone -o yaml", "images -o wide"}
 	// The authorizer sees the new binding within moments.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, _, err := kubectlWith(t, viewer, "nodes"); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("as thinlvm-viewer: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testutil.Eventually(t, "nodes to run as thinlvm-viewer (its binding in effect)", func() bool {
+		_, _, err := kubectlWith(t, viewer, "nodes")
+		return err == nil
+	})
 	for _, args := range commands {
 		want, _, err := kubectl(t, strings.Fields(args)...)
 		if err != nil {
