@@ -65,17 +65,11 @@ func stop(p *proc) {
 // starts it again with the same arguments and environment (and, for a
 // container, restarted again when it exits).
 func (s *Supervisor) Restart(name string, between func() error) error {
-	s.mu.Lock()
-	var last *proc
-	for _, p := range s.procs {
-		if p.name == name {
-			last = p
-		}
-	}
-	s.mu.Unlock()
-	if last == nil {
+	ps := s.named(name)
+	if len(ps) == 0 {
 		return fmt.Errorf("no process %s", name)
 	}
+	last := ps[len(ps)-1]
 	s.Kill(name)
 	if between != nil {
 		if err := between(); err != nil {
@@ -184,16 +178,7 @@ func (s *Supervisor) run(p *proc) error {
 }
 
 // started tells whether a process of that name was started here.
-func (s *Supervisor) started(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range s.procs {
-		if p.name == name {
-			return true
-		}
-	}
-	return false
-}
+func (s *Supervisor) started(name string) bool { return len(s.named(name)) > 0 }
 
 // Alive tells whether the named process still runs.
 func (s *Supervisor) Alive(name string) bool {
