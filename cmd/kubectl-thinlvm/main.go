@@ -1,7 +1,9 @@
 // Command kubectl-thinlvm is kubectl's thinlvm plugin (`kubectl thinlvm`,
 // found on the PATH by its name): what thinlvm holds on each node, each
-// claim's volume and where it came from, and the golden images' spread.
-// It reads the API server with the user's kubeconfig, as kubectl does.
+// claim's volume and where it came from, and the golden images' spread;
+// and the day-two commands that move a claim's volume to another node
+// (move) and empty a node (evacuate). It talks to the API server with the
+// user's kubeconfig, as kubectl does.
 package main
 
 import (

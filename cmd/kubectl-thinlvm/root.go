@@ -30,13 +30,13 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
 	root := &cobra.Command{
 		Use:           "kubectl-thinlvm",
-		Short:         "thinlvm's node-local volumes: capacity per node, volumes and their origins, golden images",
+		Short:         "thinlvm's node-local volumes: capacity per node, volumes and their origins, golden images; moves between nodes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: wide, json or yaml (a table when empty).")
-	root.AddCommand(newNodesCommand(o), newVolumesCommand(o), newImagesCommand(o))
+	root.AddCommand(newNodesCommand(o), newVolumesCommand(o), newImagesCommand(o), newMoveCommand(o), newEvacuateCommand(o))
 	return root
 }
 

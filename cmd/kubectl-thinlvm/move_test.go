@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+)
+
+// The moves themselves (the copy, the claim bound again, the old volume
+// deleted, a kill at each step) run on real-LVM nodes in e2e/migration;
+// here, what each command refuses and what a dry run prints, on objects as
+// thinlvm and the controllers leave them.
+
+// seedMoves makes namespace moving's claims on node-a, their pods and
+// workloads, and node-c with room; it removes them when the test ends.
+func seedMoves(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	c := env.Client
+	q := resource.MustParse
+	var made []client.Object
+	create := func(o client.Object) {
+		t.Helper()
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, o)
+	}
+	// Gone for the next test, finalizers and all: no controller here
+	// removes the API server's protections.
+	t.Cleanup(func() {
+		for _, o := range made {
+			if c.Get(ctx, client.ObjectKeyFromObject(o), o) == nil && len(o.GetFinalizers()) > 0 {
+				o.SetFinalizers(nil)
+				if err := client.IgnoreNotFound(c.Update(ctx, o)); err != nil {
+					t.Error(err)
+				}
+			}
+			if err := client.IgnoreNotFound(c.Delete(ctx, o)); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if err := client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "moving"}})); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node-a", "node-c"} {
+		create(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	ln := &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: "node-c"}}
+	create(ln)
+	ln.Status.DeviceClasses = []thinlvmv1.DeviceClassStatus{{Name: "ssd", Default: true, VolumeGroup: "vg0", ThinPool: "pool0",
+		PoolSize: q("80Gi"), Available: q("40Gi"), DataPercent: "1.00", MetadataPercent: "1.00", OverprovisionRatio: "2"}}
+	if err := c.Status().Update(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"db", "bare", "web", "foreign", "pending"} {
+		driver := thinlvmv1.DriverName
+		if name == "foreign" {
+			driver = "other.example"
+		}
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "moving"}, Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: ptr.To("thinlvm"), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: q("8Gi")}}}}
+		if name != "pending" {
+			pvc.Spec.VolumeName = "pv-moving-" + name
+		}
+		create(pvc)
+		if name == "pending" {
+			continue
+		}
+		pvc.Status.Phase = corev1.ClaimBound
+		if err := c.Status().Update(ctx, pvc); err != nil {
+			t.Fatal(err)
+		}
+		pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvc.Spec.VolumeName}, Spec: corev1.PersistentVolumeSpec{
+			Capacity: corev1.ResourceList{corev1.ResourceStorage: q("8Gi")}, AccessModes: pvc.Spec.AccessModes, StorageClassName: "thinlvm",
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: "moving", Name: name, UID: pvc.UID},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: pvc.Spec.VolumeName}}}}
+		create(pv)
+		pv.Status.Phase = corev1.VolumeBound
+		if err := c.Status().Update(ctx, pv); err != nil {
+			t.Fatal(err)
+		}
+		create(&thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Name}, Spec: thinlvmv1.LogicalVolumeSpec{
+			Name: pv.Name, NodeName: "node-a", DeviceClass: "ssd", Size: q("8Gi"),
+			Source: &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceGoldenImage, Name: "ubuntu-24.04"}}})
+	}
+	// Pods: bare-pod (no controller) uses bare; db-0 is deployment/db's (one
+	// replica), web-0 deployment/web's (three).
+	for _, w := range []struct {
+		name     string
+		replicas int32
+	}{{"db", 1}, {"web", 3}} {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: "moving"}, Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(w.replicas), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": w.name}},
+			Template: podTemplate(w.name)}}
+		create(d)
+		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: w.name + "-6f", Namespace: "moving",
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+			Spec: appsv1.ReplicaSetSpec{Selector: d.Spec.Selector, Template: d.Spec.Template}}
+		create(rs)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: w.name + "-0", Namespace: "moving", Labels: map[string]string{"app": w.name},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}},
+			Spec: podTemplate(w.name).Spec}
+		create(pod)
+	}
+	create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bare-pod", Namespace: "moving"}, Spec: podTemplate("bare").Spec})
+}
+
+func podTemplate(claim string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": claim}}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "c", Image: "busybox"}},
+		Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}}
+}
+
+// versions are the resource versions of every object a move or an
+// evacuation may change.
+func versions(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, l := range []client.ObjectList{&corev1.PersistentVolumeClaimList{}, &corev1.PersistentVolumeList{}, &corev1.PodList{},
+		&corev1.NodeList{}, &appsv1.DeploymentList{}, &thinlvmv1.LogicalVolumeList{}} {
+		if err := env.Client.List(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+		items, err := meta.ExtractList(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, item := range items {
+			o := item.(client.Object)
+			out[fmt.Sprintf("%T %s/%s", o, o.GetNamespace(), o.GetName())] = o.GetResourceVersion()
+		}
+	}
+	return out
+}
+
+func TestMoveRefusals(t *testing.T) {
+	seedMoves(t)
+	before := versions(t)
+	for _, c := range []struct{ args, want string }{
+		{"move -n moving nothere --to node-c", "claim moving/nothere not found"},
+		{"move -n moving pending --to node-c", "claim moving/pending is Pending, not Bound: it has no volume to move yet"},
+		{"move -n moving foreign --to node-c", "claim moving/foreign's persistentvolume/pv-moving-foreign is not thinlvm's"},
+		{"move -n moving db --to node-x", "node node-x does not run thinlvm (no LVMNode node-x)"},
+		{"move -n moving db --to node-b", "node node-b's device class ssd has room for 0, the volume is 8Gi"},
+		{"move -n moving db --to node-c", "claim moving/db is in use by pod(s) db-0: stop them first"},
+		{"move -n moving bare --to node-c --scale-down", "pod bare-pod: it has no controller: delete it yourself"},
+		{"move -n moving web --to node-c --scale-down", "pod web-0: deployment/web has 3 replicas, not one"},
+		{"move -n moving db", `required flag(s) "to" not set`},
+		{"evacuate node-x", "node node-x not found"},
+		{"evacuate node-a --parallel 0", "--parallel 0: want at least 1"},
+		{"evacuate node-a --to node-a", "--to names the node evacuated, node-a"},
+	} {
+		t.Run(c.args, func(t *testing.T) {
+			_, _, err := kubectl(t, strings.Fields(c.args)...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v, want an error with %q", err, c.want)
+			}
+		})
+	}
+	out, _, err := kubectl(t, "move", "-n", "moving", "db", "--to", "node-a")
+	if err != nil || out != "claim moving/db is on node node-a: nothing to move\n" {
+		t.Errorf("a move to the claim's own node: %q, %v", out, err)
+	}
+	if after := versions(t); !maps.Equal(before, after) {
+		t.Errorf("a refused move changed objects: %v, then %v", before, after)
+	}
+}
+
+// A dry run prints each step it would take, and changes nothing.
+func TestMoveDryRun(t *testing.T) {
+	seedMoves(t)
+	before := versions(t)
+	for _, c := range []struct{ name, args string }{
+		{"move-dry-run", "move -n moving db --to node-c --scale-down --dry-run"},
+		{"evacuate-dry-run", "evacuate node-a --scale-down --dry-run --parallel 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, err := kubectl(t, strings.Fields(c.args)...)
+			if c.name == "evacuate-dry-run" {
+				// bare's and web's pods cannot be stopped: refused, reported.
+				if err == nil || !strings.Contains(err.Error(), "2 of 3 claims on node node-a were not moved") {
+					t.Errorf("evacuate: %v, want 2 of 3 claims not moved", err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, c.name, out+"--- stderr\n"+errOut)
+		})
+	}
+	if after := versions(t); !maps.Equal(before, after) {
+		t.Errorf("a dry run changed objects: %v, then %v", before, after)
+	}
+}
