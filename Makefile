@@ -83,7 +83,7 @@ test: test-unit test-minors test-fuzz test-images test-monitoring test-vm ## Run
 .PHONY: test-unit
 test-unit: ## Unit tests (fakes at the lvm runner and lvmd client), reconciler tests on a real kube-apiserver + etcd, and the Helm chart's tests (lint, values, a server-side dry run).
 	@assets=$$(e2e/cluster/build.sh etcd kube-apiserver) && \
-	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e/ -e /hack/images -e /deploy/monitoring) && \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e/ -e /hack/images -e /hack/plugin -e /deploy/monitoring) && \
 	cd deploy/chart && CGO_ENABLED=0 KUBEBUILDER_ASSETS=$$assets $(GO) test -trimpath -count=1 ./...   # the Helm chart: lint, values, a server-side dry run
 # The chart module builds, vets and tests with build.sh's flags for its
 # helm command (no cgo, -trimpath): Helm's packages compile once for all.
@@ -141,11 +141,16 @@ host-images:
 	$(GO) run ./hack/images -arch $(HOSTARCH) -out $(BIN)/images
 
 .PHONY: test-images
-test-images: host-images ## The images (this machine's arch): reproducible digests, push and pull, every program starts from the image's own files.
+test-images: host-images krew ## The images (this machine's arch): reproducible digests, push and pull, every program starts from the image's own files; the kubectl plugin's archive (reproducible) and krew manifest, installed with krew.
 	$(GO) test -count=1 -timeout 20m ./hack/images/ -args -images.arches=$(HOSTARCH) -images.layout=$(BIN)/images
+	KREW_TOOLS=$(KREW_TOOLS) $(GO) test -count=1 ./hack/plugin/
+
+.PHONY: plugin
+plugin: ## The kubectl plugin's release archives for every platform and krew's manifest for them (bin/plugin/thinlvm.yaml), for VERSION=vX.Y.Z or HEAD's git tag.
+	$(GO) run ./hack/plugin -out $(BIN)/plugin $(if $(RELEASE_VERSION),-version $(RELEASE_VERSION))
 
 .PHONY: release
-release: ## The images for every arch (OCI layout in bin/images), checked as test-images checks one; tagged VERSION=vX.Y.Z or HEAD's git tag; PUSH=<registry>/<repo> pushes them and packages the chart with their digests pinned (bin/thinlvm-<version>.tgz).
+release: plugin ## The images for every arch (OCI layout in bin/images), checked as test-images checks one; tagged VERSION=vX.Y.Z or HEAD's git tag; PUSH=<registry>/<repo> pushes them and packages the chart with their digests pinned (bin/thinlvm-<version>.tgz); the kubectl plugin's archives and krew manifest (make plugin).
 	$(GO) run ./hack/images -out $(BIN)/images $(if $(PUSH),-push $(PUSH) -release-file $(BIN)/release.json) $(if $(RELEASE_VERSION),-tag $(RELEASE_VERSION))
 	$(if $(PUSH),cd deploy/chart && CGO_ENABLED=0 $(GO) run -trimpath ./package -release $(BIN)/release.json -out $(BIN))
 	$(GO) test -count=1 -timeout 40m ./hack/images/ -args -images.arches=amd64,arm64
@@ -161,6 +166,15 @@ promtool: ## Build (cached) promtool from github.com/prometheus/prometheus.
 	@test -x $(TOOLS)/promtool-$(PROMTOOL_VERSION) || { mkdir -p $(TOOLS) && \
 	  GOBIN=$(TOOLS) GOFLAGS=-mod=mod $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION) && \
 	  cp $(TOOLS)/promtool $(TOOLS)/promtool-$(PROMTOOL_VERSION); }
+
+# krew and its manifest validator, built from sigs.k8s.io/krew (outside
+# this module's go.mod) into the user cache, for the plugin's archive test.
+KREW_VERSION := v0.4.3
+KREW_TOOLS := $(TOOLS)/krew-$(KREW_VERSION)
+.PHONY: krew
+krew: ## Build (cached) krew and validate-krew-manifest from sigs.k8s.io/krew.
+	@test -x $(KREW_TOOLS)/validate-krew-manifest || { mkdir -p $(KREW_TOOLS) && \
+	  GOBIN=$(KREW_TOOLS) GOFLAGS=-mod=mod $(GO) install sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION) sigs.k8s.io/krew/cmd/validate-krew-manifest@$(KREW_VERSION); }
 
 .PHONY: test-monitoring
 test-monitoring: promtool ## The alerts under promtool test rules; the rules, dashboard and PodMonitors against what thinlvm serves.

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
@@ -331,29 +332,39 @@ func (r *moveRun) checkTarget(ctx context.Context, lv *thinlvmv1.LogicalVolume) 
 // hold sets a PersistentVolume's reclaim policy to Retain, keeping the one
 // it had in annMoveReclaim (once: a second run keeps the first's).
 func (r *moveRun) hold(ctx context.Context, name string) error {
-	pv := &corev1.PersistentVolume{}
-	if err := r.c.Get(ctx, types.NamespacedName{Name: name}, pv); err != nil {
-		return err
-	}
-	base := pv.DeepCopy()
-	if _, ok := pv.Annotations[annMoveReclaim]; !ok {
-		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, annMoveReclaim, string(pv.Spec.PersistentVolumeReclaimPolicy))
-	}
-	pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
-	return r.c.Patch(ctx, pv, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	return r.patchPV(ctx, name, func(pv *corev1.PersistentVolume) {
+		if _, ok := pv.Annotations[annMoveReclaim]; !ok {
+			metav1.SetMetaDataAnnotation(&pv.ObjectMeta, annMoveReclaim, string(pv.Spec.PersistentVolumeReclaimPolicy))
+		}
+		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
+	})
 }
 
 // release gives a PersistentVolume back the reclaim policy hold kept and
 // drops the move's annotations from it.
-func (r *moveRun) release(ctx context.Context, pv *corev1.PersistentVolume) error {
-	base := pv.DeepCopy()
-	if p, ok := pv.Annotations[annMoveReclaim]; ok && p != "" {
-		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimPolicy(p)
-	}
-	for _, a := range []string{annMoveReclaim, annMoveOf, annMoveFrom, annMoveClaim} {
-		delete(pv.Annotations, a)
-	}
-	return r.c.Patch(ctx, pv, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+func (r *moveRun) release(ctx context.Context, name string) error {
+	return r.patchPV(ctx, name, func(pv *corev1.PersistentVolume) {
+		if p, ok := pv.Annotations[annMoveReclaim]; ok && p != "" {
+			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimPolicy(p)
+		}
+		for _, a := range []string{annMoveReclaim, annMoveOf, annMoveFrom, annMoveClaim} {
+			delete(pv.Annotations, a)
+		}
+	})
+}
+
+// patchPV changes a PersistentVolume as it is now: the PV controller
+// writes it too (its phase), so a conflict reads it again.
+func (r *moveRun) patchPV(ctx context.Context, name string, change func(*corev1.PersistentVolume)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pv := &corev1.PersistentVolume{}
+		if err := r.c.Get(ctx, types.NamespacedName{Name: name}, pv); err != nil {
+			return err
+		}
+		base := pv.DeepCopy()
+		change(pv)
+		return r.c.Patch(ctx, pv, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	})
 }
 
 // createClone makes the clone claim: the claim as its data source, the
@@ -439,19 +450,15 @@ func (r *moveRun) record(ctx context.Context, name string, claim *corev1.Persist
 	if err != nil {
 		return err
 	}
-	pv := &corev1.PersistentVolume{}
-	if err := r.c.Get(ctx, types.NamespacedName{Name: name}, pv); err != nil {
-		return err
-	}
-	base := pv.DeepCopy()
-	if _, ok := pv.Annotations[annMoveReclaim]; !ok {
-		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, annMoveReclaim, string(pv.Spec.PersistentVolumeReclaimPolicy))
-	}
-	metav1.SetMetaDataAnnotation(&pv.ObjectMeta, annMoveOf, r.key())
-	metav1.SetMetaDataAnnotation(&pv.ObjectMeta, annMoveFrom, old.Name)
-	metav1.SetMetaDataAnnotation(&pv.ObjectMeta, annMoveClaim, string(b))
-	pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
-	return r.c.Patch(ctx, pv, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	return r.patchPV(ctx, name, func(pv *corev1.PersistentVolume) {
+		if _, ok := pv.Annotations[annMoveReclaim]; !ok {
+			metav1.SetMetaDataAnnotation(&pv.ObjectMeta, annMoveReclaim, string(pv.Spec.PersistentVolumeReclaimPolicy))
+		}
+		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, annMoveOf, r.key())
+		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, annMoveFrom, old.Name)
+		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, annMoveClaim, string(b))
+		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
+	})
 }
 
 // claimAnnotations are a claim's annotations without those that describe
@@ -479,9 +486,8 @@ func (r *moveRun) finish(ctx context.Context, newPV, oldPV string) error {
 		newName = "persistentvolume/" + newPV
 	}
 	var saved corev1.PersistentVolumeClaim
-	var pv *corev1.PersistentVolume
 	if newPV != "" {
-		pv = &corev1.PersistentVolume{}
+		pv := &corev1.PersistentVolume{}
 		if err := r.c.Get(ctx, types.NamespacedName{Name: newPV}, pv); err != nil {
 			return fmt.Errorf("reading persistentvolume/%s: %w", newPV, err)
 		}
@@ -522,7 +528,7 @@ func (r *moveRun) finish(ctx context.Context, newPV, oldPV string) error {
 		return fmt.Errorf("claim %s is bound to persistentvolume/%s, neither the old volume %s nor the new %s: resolve by hand", r.key(), claim.Spec.VolumeName, oldPV, newPV)
 	}
 	if err := r.step(fmt.Sprintf("make claim %s again, bound to %s on node %s", r.key(), newName, r.to), func() error {
-		return r.rebind(ctx, pv, &saved)
+		return r.rebind(ctx, newPV, &saved)
 	}); err != nil {
 		return err
 	}
@@ -537,7 +543,7 @@ func (r *moveRun) finish(ctx context.Context, newPV, oldPV string) error {
 	// Last: the record on the new volume is what a run after an
 	// interruption finds the move by.
 	if err := r.step(fmt.Sprintf("give %s its reclaim policy back", newName), func() error {
-		return r.release(ctx, pv)
+		return r.release(ctx, newPV)
 	}); err != nil {
 		return err
 	}
@@ -565,19 +571,19 @@ func (r *moveRun) deleteClaim(ctx context.Context, claim *corev1.PersistentVolum
 // rebind points the new volume at the claim's name (pre-bound: no UID) and
 // makes the claim again with that volume, then waits until the two are
 // bound.
-func (r *moveRun) rebind(ctx context.Context, pv *corev1.PersistentVolume, saved *corev1.PersistentVolumeClaim) error {
-	if ref := pv.Spec.ClaimRef; ref == nil || ref.Namespace != r.ns || ref.Name != r.claim {
-		base := pv.DeepCopy()
-		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: r.ns, Name: r.claim}
-		if err := r.c.Patch(ctx, pv, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("pointing persistentvolume/%s at claim %s: %w", pv.Name, r.key(), err)
+func (r *moveRun) rebind(ctx context.Context, pvName string, saved *corev1.PersistentVolumeClaim) error {
+	if err := r.patchPV(ctx, pvName, func(pv *corev1.PersistentVolume) {
+		if ref := pv.Spec.ClaimRef; ref == nil || ref.Namespace != r.ns || ref.Name != r.claim {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: r.ns, Name: r.claim}
 		}
+	}); err != nil {
+		return fmt.Errorf("pointing persistentvolume/%s at claim %s: %w", pvName, r.key(), err)
 	}
 	claim := saved.DeepCopy()
 	if claim.Name == "" {
-		return fmt.Errorf("persistentvolume/%s has no %s: resolve by hand", pv.Name, annMoveClaim)
+		return fmt.Errorf("persistentvolume/%s has no %s: resolve by hand", pvName, annMoveClaim)
 	}
-	claim.Spec.VolumeName = pv.Name
+	claim.Spec.VolumeName = pvName
 	if err := r.c.Create(ctx, claim); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -586,7 +592,7 @@ func (r *moveRun) rebind(ctx context.Context, pv *corev1.PersistentVolume, saved
 		if err := r.c.Get(ctx, client.ObjectKeyFromObject(claim), got); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		if got.Spec.VolumeName != pv.Name {
+		if got.Spec.VolumeName != pvName {
 			return false, fmt.Errorf("claim %s was made again by someone else, bound to %q", r.key(), got.Spec.VolumeName)
 		}
 		return got.Status.Phase == corev1.ClaimBound, nil
@@ -601,8 +607,11 @@ func (r *moveRun) dropOld(ctx context.Context, name string) error {
 		return client.IgnoreNotFound(err)
 	}
 	if _, ok := pv.Annotations[annMoveReclaim]; ok {
-		if err := r.release(ctx, pv); err != nil {
+		if err := r.release(ctx, name); err != nil {
 			return err
+		}
+		if err := r.c.Get(ctx, types.NamespacedName{Name: name}, pv); err != nil {
+			return client.IgnoreNotFound(err)
 		}
 	}
 	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
