@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,10 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 )
 
 // The moves themselves (the copy, the claim bound again, the old volume
@@ -38,19 +45,9 @@ func seedMoves(t *testing.T) {
 		}
 		made = append(made, o)
 	}
-	// Gone for the next test, finalizers and all: no controller here
-	// removes the API server's protections.
 	t.Cleanup(func() {
 		for _, o := range made {
-			if c.Get(ctx, client.ObjectKeyFromObject(o), o) == nil && len(o.GetFinalizers()) > 0 {
-				o.SetFinalizers(nil)
-				if err := client.IgnoreNotFound(c.Update(ctx, o)); err != nil {
-					t.Error(err)
-				}
-			}
-			if err := client.IgnoreNotFound(c.Delete(ctx, o)); err != nil {
-				t.Error(err)
-			}
+			forceDelete(t, o)
 		}
 	})
 	if err := client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "moving"}})); err != nil {
@@ -119,6 +116,22 @@ func seedMoves(t *testing.T) {
 		create(pod)
 	}
 	create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bare-pod", Namespace: "moving"}, Spec: podTemplate("bare").Spec})
+}
+
+// forceDelete deletes an object, finalizers and all: no controller here
+// removes the API server's protections.
+func forceDelete(t *testing.T, o client.Object) {
+	t.Helper()
+	ctx, c := context.Background(), env.Client
+	if c.Get(ctx, client.ObjectKeyFromObject(o), o) == nil && len(o.GetFinalizers()) > 0 {
+		o.SetFinalizers(nil)
+		if err := client.IgnoreNotFound(c.Update(ctx, o)); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := client.IgnoreNotFound(c.Delete(ctx, o)); err != nil {
+		t.Error(err)
+	}
 }
 
 func podTemplate(claim string) corev1.PodTemplateSpec {
@@ -206,5 +219,208 @@ func TestMoveDryRun(t *testing.T) {
 	}
 	if after := versions(t); !maps.Equal(before, after) {
 		t.Errorf("a dry run changed objects: %v, then %v", before, after)
+	}
+}
+
+// pluginClient is the client the plugin makes from the test's kubeconfig
+// (its RESTMapper finds kinds served after it starts).
+func pluginClient(t *testing.T) client.Client {
+	t.Helper()
+	flags := genericclioptions.NewConfigFlags(true)
+	flags.KubeConfig = &kubeconfig
+	c, err := (&options{config: flags}).client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// installKubeVirtCRDs serves KubeVirt's two kinds the plugin reads.
+func installKubeVirtCRDs(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	data, err := os.ReadFile(filepath.Join("testdata", "kubevirt-crds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		crd := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &crd.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := client.IgnoreAlreadyExists(env.Client.Create(ctx, crd)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, "KubeVirt's kinds to be served", func() bool {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(virtualMachine.GroupVersion().WithKind("VirtualMachineList"))
+		return pluginClient(t).List(ctx, l) == nil
+	})
+}
+
+// A move with --scale-down stops a KubeVirt VirtualMachine (run strategy
+// Halted, what it was kept) and, when the pods are gone, holds the old
+// volume and makes the clone on the target. The copy never comes here (no
+// provisioner): the move times out, and says a run again goes on waiting.
+func TestMoveStopsAVirtualMachine(t *testing.T) {
+	seedMoves(t)
+	installKubeVirtCRDs(t)
+	ctx := context.Background()
+	c := env.Client
+	vm := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"runStrategy": "Always"}}}
+	vm.SetGroupVersionKind(virtualMachine)
+	vm.SetNamespace("moving")
+	vm.SetName("vm1")
+	if err := c.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	vmi := &unstructured.Unstructured{Object: map[string]any{}}
+	vmi.SetGroupVersionKind(virtualMachineInstance)
+	vmi.SetNamespace("moving")
+	vmi.SetName("vm1")
+	vmi.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(vm, virtualMachine)})
+	if err := c.Create(ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+	launcher := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "virt-launcher-vm1-x7k2p", Namespace: "moving",
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vmi, virtualMachineInstance)}}, Spec: podTemplate("bare").Spec}
+	if err := c.Create(ctx, launcher); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, o := range []client.Object{launcher, vmi, vm} {
+			_ = c.Delete(ctx, o)
+		}
+	})
+	// bare-pod uses the claim too, and has no controller: out of the way.
+	if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bare-pod", Namespace: "moving"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, _, err := kubectl(t, "move", "-n", "moving", "bare", "--to", "node-c", "--scale-down", "--timeout", "20s")
+		done <- result{out, err}
+	}()
+	// KubeVirt's part: the VM halted, its launcher pod goes.
+	testutil.Eventually(t, "the VM to be halted", func() bool {
+		got := vm.DeepCopy()
+		if c.Get(ctx, client.ObjectKeyFromObject(vm), got) != nil {
+			return false
+		}
+		s, _, _ := unstructured.NestedString(got.Object, "spec", "runStrategy")
+		return s == "Halted"
+	})
+	if err := c.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+		t.Fatal(err)
+	}
+	if a := vm.GetAnnotations(); a[annStoppedFor] != "bare" || a[annStoppedFrom] != "runStrategy=Always" {
+		t.Errorf("the halted VM's annotations: %v", a)
+	}
+	if err := c.Delete(ctx, launcher); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err == nil || !strings.Contains(r.err.Error(), "run the move again to go on waiting") {
+		t.Fatalf("the move without a provisioner: %v, want a timeout waiting for the copy\n%s", r.err, r.out)
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "pv-moving-bare"}, pv); err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || pv.Annotations[annMoveReclaim] != "Delete" {
+		t.Errorf("the old volume: reclaim policy %s, annotations %v; want Retain, and Delete kept", pv.Spec.PersistentVolumeReclaimPolicy, pv.Annotations)
+	}
+	clone := &corev1.PersistentVolumeClaim{}
+	name := (&moveRun{ns: "moving", claim: "bare"}).cloneName()
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "moving", Name: name}, clone); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { forceDelete(t, clone) })
+	if a := clone.Annotations; a[annMoveOf] != "moving/bare" || a[annMoveTo] != "node-c" || a[annSelectedNode] != "node-c" ||
+		clone.Spec.DataSource == nil || clone.Spec.DataSource.Name != "bare" || clone.Spec.Resources.Requests.Storage().String() != "8Gi" {
+		t.Errorf("the clone claim: %v %+v", clone.Annotations, clone.Spec)
+	}
+	// Run again toward another node: refused, naming the move begun.
+	if _, _, err := kubectl(t, "move", "-n", "moving", "bare", "--to", "node-a"); err == nil || !strings.Contains(err.Error(), "a move of moving/bare to node node-c has begun") {
+		t.Errorf("a second move to another node: %v", err)
+	}
+}
+
+// What stop changes, start sets back, for each kind; two claims of one
+// workload moved at once: the workload starts when the second is done.
+func TestStopAndStart(t *testing.T) {
+	seedMoves(t)
+	installKubeVirtCRDs(t)
+	ctx := context.Background()
+	cfg := pluginClient(t)
+	m := &mover{c: cfg, out: io.Discard}
+	d := &appsv1.Deployment{}
+	if err := cfg.Get(ctx, client.ObjectKey{Namespace: "moving", Name: "db"}, d); err != nil {
+		t.Fatal(err)
+	}
+	vm := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"running": true}}}
+	vm.SetGroupVersionKind(virtualMachine)
+	vm.SetNamespace("moving")
+	vm.SetName("vm2")
+	if err := cfg.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cfg.Delete(ctx, vm) })
+	one, two := &moveRun{mover: m, ns: "moving", claim: "db"}, &moveRun{mover: m, ns: "moving", claim: "web"}
+	for _, w := range []workload{{d}, {vm}} {
+		for _, r := range []*moveRun{one, two} {
+			if err := r.stop(ctx, w); err != nil {
+				t.Fatalf("stop %s for %s: %v", w, r.claim, err)
+			}
+		}
+	}
+	if err := cfg.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 0 || d.Annotations[annStoppedFor] != "db,web" || d.Annotations[annStoppedFrom] != "1" {
+		t.Errorf("the stopped Deployment: %d replicas, %v", *d.Spec.Replicas, d.Annotations)
+	}
+	if err := cfg.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, _ := unstructured.NestedString(vm.Object, "spec", "runStrategy"); s != "Halted" || vm.GetAnnotations()[annStoppedFrom] != "running=true" {
+		t.Errorf("the stopped VM: run strategy %q, %v", s, vm.GetAnnotations())
+	}
+	if _, found, _ := unstructured.NestedBool(vm.Object, "spec", "running"); found {
+		t.Error("the stopped VM keeps spec.running beside its run strategy")
+	}
+	// The first move done: both stay stopped.
+	if err := one.startWorkloads(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 0 || d.Annotations[annStoppedFor] != "web" {
+		t.Errorf("after the first move: %d replicas, %v", *d.Spec.Replicas, d.Annotations)
+	}
+	// The second: both start, as they were.
+	if err := two.startWorkloads(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 1 || d.Annotations[annStoppedFor] != "" || d.Annotations[annStoppedFrom] != "" {
+		t.Errorf("after both moves: %d replicas, %v", *d.Spec.Replicas, d.Annotations)
+	}
+	if err := cfg.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+		t.Fatal(err)
+	}
+	running, _, _ := unstructured.NestedBool(vm.Object, "spec", "running")
+	_, hasStrategy, _ := unstructured.NestedString(vm.Object, "spec", "runStrategy")
+	if !running || hasStrategy || len(vm.GetAnnotations()) != 0 {
+		t.Errorf("the VM after both moves: running %v, run strategy set %v, annotations %v", running, hasStrategy, vm.GetAnnotations())
 	}
 }
