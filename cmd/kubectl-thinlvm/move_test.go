@@ -424,3 +424,70 @@ func TestStopAndStart(t *testing.T) {
 		t.Errorf("the VM after both moves: running %v, run strategy set %v, annotations %v", running, hasStrategy, vm.GetAnnotations())
 	}
 }
+
+// evacuate's placement: largest claims first, a node holding the claim's
+// golden base before a roomier one, the room each placement takes
+// counted, --to limiting the nodes, a claim no node has room for
+// reported.
+func TestEvacuatePlacement(t *testing.T) {
+	ctx := context.Background()
+	q := resource.MustParse
+	for _, n := range []struct {
+		name, room string
+		base       bool
+	}{{"node-p", "10Gi", true}, {"node-q", "30Gi", false}} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}
+		ln := &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: n.name}}
+		for _, o := range []client.Object{node, ln} {
+			if err := env.Client.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { forceDelete(t, o) })
+		}
+		ln.Status.DeviceClasses = []thinlvmv1.DeviceClassStatus{{Name: "ssd", Default: true, Available: q(n.room)}}
+		if n.base {
+			ln.Status.GoldenBases = []thinlvmv1.GoldenBaseStatus{{Name: "ubuntu-24.04", DeviceClass: "ssd", State: thinlvmv1.GoldenBaseReady}}
+		}
+		if err := env.Client.Status().Update(ctx, ln); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &mover{c: pluginClient(t), out: io.Discard}
+	todo := func() []*evacuation {
+		return []*evacuation{
+			{ns: "p", claim: "disk-1", class: "ssd", size: q("8Gi"), base: "ubuntu-24.04"},
+			{ns: "p", claim: "disk-2", class: "ssd", size: q("8Gi"), base: "ubuntu-24.04"},
+			{ns: "p", claim: "data", class: "ssd", size: q("8Gi")},
+			{ns: "p", claim: "big", class: "", size: q("20Gi")},
+		}
+	}
+	got := func(es []*evacuation) map[string]string {
+		out := map[string]string{}
+		for _, e := range es {
+			out[e.claim] = e.to
+			if e.to == "" {
+				out[e.claim] = e.result
+			}
+		}
+		return out
+	}
+	all := todo()
+	if err := m.placeAll(ctx, "node-a", nil, all); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"big": "node-q", "disk-1": "node-p", "disk-2": "node-q", "data": `no node has room for 8Gi in device class "ssd"`}
+	if g := got(all); !maps.Equal(g, want) {
+		t.Errorf("placements %v, want %v", g, want)
+	}
+	only := todo()
+	if err := m.placeAll(ctx, "node-a", []string{"node-q"}, only); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]string{"big": "node-q", "disk-1": "node-q", "disk-2": `no node has room for 8Gi in device class "ssd"`, "data": `no node has room for 8Gi in device class "ssd"`}
+	if g := got(only); !maps.Equal(g, want) {
+		t.Errorf("with --to node-q: placements %v, want %v", g, want)
+	}
+	if err := m.placeAll(ctx, "node-a", []string{"node-z"}, todo()); err == nil || !strings.Contains(err.Error(), "node node-z, which does not exist") {
+		t.Errorf("--to an unknown node: %v", err)
+	}
+}
