@@ -356,14 +356,26 @@ func (r *moveRun) release(ctx context.Context, name string) error {
 // patchPV changes a PersistentVolume as it is now: the PV controller
 // writes it too (its phase), so a conflict reads it again.
 func (r *moveRun) patchPV(ctx context.Context, name string, change func(*corev1.PersistentVolume)) error {
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	return patchFresh(ctx, r.c, pv, func() error {
+		change(pv)
+		return nil
+	})
+}
+
+// patchFresh reads obj, changes it and patches what changed, guarded by its
+// resource version; a conflict (a controller wrote it meanwhile) reads it
+// again and changes that.
+func patchFresh(ctx context.Context, c client.Client, obj client.Object, change func() error) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		pv := &corev1.PersistentVolume{}
-		if err := r.c.Get(ctx, types.NamespacedName{Name: name}, pv); err != nil {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
-		base := pv.DeepCopy()
-		change(pv)
-		return r.c.Patch(ctx, pv, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		base := obj.DeepCopyObject().(client.Object)
+		if err := change(); err != nil {
+			return err
+		}
+		return c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	})
 }
 

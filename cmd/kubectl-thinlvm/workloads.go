@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -177,12 +176,8 @@ func replicas(n *int32, annotations map[string]string) int32 {
 // again, then stops it. Two claims of one workload moved at once each add
 // their name; the last to finish starts it.
 func (r *moveRun) stop(ctx context.Context, w workload) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj := w.obj
-		if err := r.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		base := obj.DeepCopyObject().(client.Object)
+	obj := w.obj
+	return patchFresh(ctx, r.c, obj, func() error {
 		ann := obj.GetAnnotations()
 		if ann == nil {
 			ann = map[string]string{}
@@ -213,7 +208,7 @@ func (r *moveRun) stop(ctx context.Context, w workload) error {
 			}
 		}
 		obj.SetAnnotations(ann)
-		return r.c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		return nil
 	})
 }
 
@@ -279,12 +274,8 @@ func (r *moveRun) startWorkloads(ctx context.Context) error {
 // start drops the claim from a stopped workload's record and, when no
 // other claim's move holds it, sets back what stop changed.
 func (r *moveRun) start(ctx context.Context, w workload) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj := w.obj
-		if err := r.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		base := obj.DeepCopyObject().(client.Object)
+	obj := w.obj
+	return patchFresh(ctx, r.c, obj, func() error {
 		ann := obj.GetAnnotations()
 		claims := slices.DeleteFunc(splitClaims(ann[annStoppedFor]), func(c string) bool { return c == r.claim })
 		if len(claims) > 0 {
@@ -313,6 +304,6 @@ func (r *moveRun) start(ctx context.Context, w workload) error {
 			}
 		}
 		obj.SetAnnotations(ann)
-		return r.c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		return nil
 	})
 }
