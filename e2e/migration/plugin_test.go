@@ -3,6 +3,7 @@ package migration_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,20 +139,44 @@ func TestPluginMove(t *testing.T) {
 		t.Fatalf("a move of a claim whose pod runs: %v\n%s", err, out)
 	}
 	deletePod(t, "vm-root")
-	pvVersion := func() string {
-		pv := &corev1.PersistentVolume{}
-		if err := tb.Client.Get(ctx, types.NamespacedName{Name: first.Spec.VolumeName}, pv); err != nil {
-			t.Fatal(err)
+	// What the plugin writes carries its name as the field manager (the API
+	// server takes it from the user agent); the controllers write these
+	// objects too, so their resource versions prove nothing.
+	wroteBy := func(o client.Object) (plugin []string, others []string) {
+		for _, f := range o.GetManagedFields() {
+			entry := fmt.Sprintf("%s %s %s", f.Manager, f.Operation, f.Time)
+			if f.Manager == "kubectl-thinlvm" {
+				plugin = append(plugin, entry)
+			} else {
+				others = append(others, entry)
+			}
 		}
-		return pv.ResourceVersion
+		return plugin, others
 	}
-	claimBefore, pvBefore := getClaim(t, "vm-root").ResourceVersion, pvVersion()
 	out, err := kubectlThinLVM(t, "move", "vm-root", "--to", nodeB, "--dry-run")
 	if err != nil || !strings.Contains(out, "would create claim default/vm-root-move-") {
 		t.Fatalf("dry run: %v\n%s", err, out)
 	}
-	if getClaim(t, "vm-root").ResourceVersion != claimBefore || pvVersion() != pvBefore {
-		t.Errorf("the dry run changed the claim or its volume")
+	pv := &corev1.PersistentVolume{}
+	if err := tb.Client.Get(ctx, types.NamespacedName{Name: first.Spec.VolumeName}, pv); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{getClaim(t, "vm-root"), pv} {
+		if plugin, others := wroteBy(o); len(plugin) > 0 {
+			t.Errorf("the dry run wrote %T %s: %v (others: %v)", o, o.GetName(), plugin, others)
+		}
+	}
+	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
+		t.Errorf("after the dry run the volume's reclaim policy is %s", pv.Spec.PersistentVolumeReclaimPolicy)
+	}
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := tb.Client.List(ctx, claims, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claims.Items {
+		if strings.HasPrefix(c.Name, "vm-root-move-") {
+			t.Errorf("the dry run made claim %s", c.Name)
+		}
 	}
 
 	ended, seen := false, map[string]bool{}
@@ -192,9 +217,12 @@ func TestPluginMove(t *testing.T) {
 	if got := checksum(t, nodeB, lv.Status.VolumeID); got != want {
 		t.Errorf("the moved volume's checksum %s differs from the source's %s", got, want)
 	}
-	pv := &corev1.PersistentVolume{}
+	pv = &corev1.PersistentVolume{}
 	if err := tb.Client.Get(ctx, types.NamespacedName{Name: c.Spec.VolumeName}, pv); err != nil {
 		t.Fatal(err)
+	}
+	if plugin, _ := wroteBy(pv); len(plugin) == 0 {
+		t.Errorf("the moved volume names no field manager kubectl-thinlvm: the dry run's check above sees nothing: %v", pv.ManagedFields)
 	}
 	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 		t.Errorf("the new volume's reclaim policy is %s, want the class's Delete", pv.Spec.PersistentVolumeReclaimPolicy)
