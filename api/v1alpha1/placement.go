@@ -85,3 +85,21 @@ func (s *LVMNodeStatus) Room(class string, images ...*GoldenImage) (room int64, 
 	}
 	return sizes.Add(dc.Available.Value(), -s.MissingBases(class, images...)), true
 }
+
+// SourceImage is the golden image lv descends from through its sources
+// (clones, restores, copies of a golden VM disk), "" when it descends from
+// none, when get does not find a source (get returns nil), or when the
+// chain is longer than any thinlvm makes. The scheduler places a clone
+// near that image's bases; kubectl-thinlvm's evacuate does the same.
+func SourceImage(lv *LogicalVolume, get func(name string) *LogicalVolume) string {
+	for range 32 {
+		if lv == nil || lv.Spec.Source == nil {
+			return ""
+		}
+		if lv.Spec.Source.Kind == SourceGoldenImage {
+			return lv.Spec.Source.Name
+		}
+		lv = get(lv.Spec.Source.Name)
+	}
+	return ""
+}

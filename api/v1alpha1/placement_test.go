@@ -143,3 +143,31 @@ func TestRoomAndMissingBases(t *testing.T) {
 		})
 	}
 }
+
+func TestSourceImage(t *testing.T) {
+	vol := func(name string, kind thinlvmv1.SourceKind, source string) *thinlvmv1.LogicalVolume {
+		lv := &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if source != "" {
+			lv.Spec.Source = &thinlvmv1.VolumeSource{Kind: kind, Name: source}
+		}
+		return lv
+	}
+	lvs := map[string]*thinlvmv1.LogicalVolume{}
+	for _, lv := range []*thinlvmv1.LogicalVolume{
+		vol("disk", thinlvmv1.SourceGoldenImage, "ubuntu"),
+		vol("clone", thinlvmv1.SourceVolume, "disk"),
+		vol("restore", thinlvmv1.SourceSnapshot, "snap"),
+		vol("snap", thinlvmv1.SourceVolume, "clone"),
+		vol("empty", "", ""),
+		vol("orphan", thinlvmv1.SourceVolume, "gone"),
+		vol("loop", thinlvmv1.SourceVolume, "loop"),
+	} {
+		lvs[lv.Name] = lv
+	}
+	get := func(name string) *thinlvmv1.LogicalVolume { return lvs[name] }
+	for name, want := range map[string]string{"disk": "ubuntu", "clone": "ubuntu", "restore": "ubuntu", "empty": "", "orphan": "", "loop": ""} {
+		if got := thinlvmv1.SourceImage(lvs[name], get); got != want {
+			t.Errorf("SourceImage(%s) = %q, want %q", name, got, want)
+		}
+	}
+}

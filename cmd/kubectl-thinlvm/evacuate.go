@@ -177,7 +177,7 @@ func (m *mover) onNode(ctx context.Context, node string) ([]*evacuation, int, er
 			continue
 		}
 		out = append(out, &evacuation{ns: pv.Spec.ClaimRef.Namespace, claim: pv.Spec.ClaimRef.Name, class: lv.Spec.DeviceClass,
-			size: lv.Spec.Size, base: goldenBase(byName, lv)})
+			size: lv.Spec.Size, base: thinlvmv1.SourceImage(lv, func(name string) *thinlvmv1.LogicalVolume { return byName[name] })})
 	}
 	slices.SortFunc(out, func(a, b *evacuation) int { return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.claim, b.claim)) })
 	return out, snapshots, nil
@@ -195,21 +195,6 @@ func oldVolumeHandle(pvs *corev1.PersistentVolumeList, name string) string {
 func splitKey(key string) (string, string) {
 	ns, name, _ := strings.Cut(key, "/")
 	return ns, name
-}
-
-// goldenBase is the golden image a volume was made from, through clones
-// and snapshots, or "".
-func goldenBase(lvs map[string]*thinlvmv1.LogicalVolume, lv *thinlvmv1.LogicalVolume) string {
-	for range 32 {
-		if lv == nil || lv.Spec.Source == nil {
-			return ""
-		}
-		if lv.Spec.Source.Kind == thinlvmv1.SourceGoldenImage {
-			return lv.Spec.Source.Name
-		}
-		lv = lvs[lv.Spec.Source.Name]
-	}
-	return ""
 }
 
 // placeAll chooses each claim's node: a move begun keeps its own; the rest

@@ -239,27 +239,23 @@ func (p *Plugin) sourceNode(namespace string, src *corev1.TypedLocalObjectRefere
 }
 
 // baseOf is the golden image lv descends from through its sources, nil
-// when none (or the chain is longer than any thinlvm makes).
+// when none (thinlvmv1.SourceImage).
 func (p *Plugin) baseOf(lv *thinlvmv1.LogicalVolume) *thinlvmv1.GoldenImage {
-	for range 32 {
-		src := lv.Spec.Source
-		if src == nil {
-			return nil
-		}
-		if src.Kind == thinlvmv1.SourceGoldenImage {
-			gi, err := p.lister.GoldenImage(src.Name)
-			if err != nil {
-				return nil
-			}
-			return gi
-		}
-		next, err := p.lister.LogicalVolume(src.Name)
+	name := thinlvmv1.SourceImage(lv, func(name string) *thinlvmv1.LogicalVolume {
+		next, err := p.lister.LogicalVolume(name)
 		if err != nil {
 			return nil
 		}
-		lv = next
+		return next
+	})
+	if name == "" {
+		return nil
 	}
-	return nil
+	gi, err := p.lister.GoldenImage(name)
+	if err != nil {
+		return nil
+	}
+	return gi
 }
 
 // demandFrom reads the demand PreFilter wrote. A cycle without one is a pod
