@@ -153,10 +153,14 @@ func (m *mover) onNode(ctx context.Context, node string) ([]*evacuation, int, er
 			snapshots++
 		}
 	}
-	oldOf := map[string]string{} // old PV -> the claim a half-done move records
+	oldOf := map[string]string{}  // old PV -> the claim a half-done move records
+	handle := map[string]string{} // PV -> its LogicalVolume
 	for _, pv := range pvs.Items {
-		if of := pv.Annotations[annMoveOf]; of != "" && pv.Annotations[annMoveClaim] != "" {
+		if of := moveRecord(&pv); of != "" {
 			oldOf[pv.Annotations[annMoveFrom]] = of
+		}
+		if pv.Spec.CSI != nil {
+			handle[pv.Name] = pv.Spec.CSI.VolumeHandle
 		}
 	}
 	var out []*evacuation
@@ -165,9 +169,9 @@ func (m *mover) onNode(ctx context.Context, node string) ([]*evacuation, int, er
 			continue
 		}
 		lv := byName[pv.Spec.CSI.VolumeHandle]
-		if of := pv.Annotations[annMoveOf]; of != "" && pv.Annotations[annMoveClaim] != "" && lv != nil {
+		if of := moveRecord(&pv); of != "" && lv != nil {
 			// A move past its copy: finish it to where it copied.
-			if old := byName[oldVolumeHandle(pvs, pv.Annotations[annMoveFrom])]; old == nil || old.Spec.NodeName == node {
+			if old := byName[handle[pv.Annotations[annMoveFrom]]]; old == nil || old.Spec.NodeName == node {
 				ns, claim := splitKey(of)
 				out = append(out, &evacuation{ns: ns, claim: claim, to: lv.Spec.NodeName, class: lv.Spec.DeviceClass, size: lv.Spec.Size})
 			}
@@ -181,15 +185,6 @@ func (m *mover) onNode(ctx context.Context, node string) ([]*evacuation, int, er
 	}
 	slices.SortFunc(out, func(a, b *evacuation) int { return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.claim, b.claim)) })
 	return out, snapshots, nil
-}
-
-func oldVolumeHandle(pvs *corev1.PersistentVolumeList, name string) string {
-	for _, pv := range pvs.Items {
-		if pv.Name == name && pv.Spec.CSI != nil {
-			return pv.Spec.CSI.VolumeHandle
-		}
-	}
-	return ""
 }
 
 func splitKey(key string) (string, string) {
@@ -218,41 +213,45 @@ func (m *mover) placeAll(ctx context.Context, node string, to []string, todo []*
 			return fmt.Errorf("--to names node %s, which does not exist", name)
 		}
 	}
+	images := &thinlvmv1.GoldenImageList{}
+	if err := m.c.List(ctx, images); err != nil {
+		return fmt.Errorf("listing GoldenImages: %w", err)
+	}
+	image := map[string]*thinlvmv1.GoldenImage{}
+	for i := range images.Items {
+		image[images.Items[i].Name] = &images.Items[i]
+	}
+	// The candidates, and the room left in each of their available device
+	// classes as placements take it.
+	var candidates []*thinlvmv1.LVMNode
 	room := map[string]map[string]*resource.Quantity{} // node -> class -> room left
-	bases := map[string]map[string]bool{}              // node -> golden images held
-	var candidates []string
 	for i := range lnodes.Items {
 		ln := &lnodes.Items[i]
 		if ln.Name == node || !schedulable[ln.Name] || len(to) > 0 && !slices.Contains(to, ln.Name) {
 			continue
 		}
-		candidates = append(candidates, ln.Name)
-		room[ln.Name], bases[ln.Name] = map[string]*resource.Quantity{}, map[string]bool{}
+		candidates = append(candidates, ln)
+		room[ln.Name] = map[string]*resource.Quantity{}
 		for _, dc := range ln.Status.DeviceClasses {
 			if dc.Unavailable == "" {
 				room[ln.Name][dc.Name] = new(dc.Available.DeepCopy())
 			}
 		}
-		for _, b := range ln.Status.GoldenBases {
-			if b.State == thinlvmv1.GoldenBaseReady {
-				bases[ln.Name][b.Name] = true
-			}
-		}
 	}
-	// A volume's device class by the LVMNode's name for it ("" is the
-	// default class).
-	classOf := func(n, class string) *resource.Quantity {
-		if q := room[n][class]; q != nil {
-			return q
-		}
-		for i := range lnodes.Items {
-			if ln := &lnodes.Items[i]; ln.Name == n {
-				if dc := ln.Status.DeviceClass(class); dc != nil {
-					return room[n][dc.Name]
-				}
-			}
+	// left is the room left on a node in a volume's device class ("" is the
+	// node's default), nil when it has no such class available.
+	left := func(ln *thinlvmv1.LVMNode, class string) *resource.Quantity {
+		if dc := ln.Status.DeviceClass(class); dc != nil {
+			return room[ln.Name][dc.Name]
 		}
 		return nil
+	}
+	// holds tells whether a node holds a Ready base of the image (this
+	// image's: its UID, not only its name), so that the copy sends only
+	// the blocks that differ from it.
+	holds := func(ln *thinlvmv1.LVMNode, name string) bool {
+		gi := image[name]
+		return gi != nil && ln.Status.BaseState(gi) == thinlvmv1.GoldenBaseReady
 	}
 	order := slices.Clone(todo)
 	slices.SortStableFunc(order, func(a, b *evacuation) int { return b.size.Cmp(a.size) })
@@ -264,27 +263,27 @@ func (m *mover) placeAll(ctx context.Context, node string, to []string, todo []*
 			e.to = clone
 			continue
 		}
-		best := ""
-		for _, n := range candidates {
-			q := classOf(n, e.class)
+		var best *thinlvmv1.LVMNode
+		for _, ln := range candidates {
+			q := left(ln, e.class)
 			if q == nil || q.Cmp(e.size) < 0 {
 				continue
 			}
-			if best == "" {
-				best = n
+			if best == nil {
+				best = ln
 				continue
 			}
-			hb, hn := bases[best][e.base] && e.base != "", bases[n][e.base] && e.base != ""
-			if hn && !hb || hn == hb && q.Cmp(*classOf(best, e.class)) > 0 {
-				best = n
+			hb, hn := holds(best, e.base), holds(ln, e.base)
+			if hn && !hb || hn == hb && q.Cmp(*left(best, e.class)) > 0 {
+				best = ln
 			}
 		}
-		if best == "" {
+		if best == nil {
 			e.result = fmt.Sprintf("no node has room for %s in device class %q", e.size.String(), e.class)
 			continue
 		}
-		e.to = best
-		classOf(best, e.class).Sub(e.size)
+		e.to = best.Name
+		left(best, e.class).Sub(e.size)
 	}
 	return nil
 }

@@ -283,11 +283,20 @@ func (r *moveRun) movedVolume(ctx context.Context) (*corev1.PersistentVolume, er
 		return nil, fmt.Errorf("listing PersistentVolumes: %w", err)
 	}
 	for i := range pvs.Items {
-		if pvs.Items[i].Annotations[annMoveOf] == r.key() && pvs.Items[i].Annotations[annMoveClaim] != "" {
+		if moveRecord(&pvs.Items[i]) == r.key() {
 			return &pvs.Items[i], nil
 		}
 	}
 	return nil, nil
+}
+
+// moveRecord is the claim ("namespace/name") whose move recorded itself on
+// the PersistentVolume it copied to, "" when the volume holds no record.
+func moveRecord(pv *corev1.PersistentVolume) string {
+	if pv.Annotations[annMoveClaim] == "" {
+		return ""
+	}
+	return pv.Annotations[annMoveOf]
 }
 
 // volume is a thinlvm PersistentVolume and its LogicalVolume.

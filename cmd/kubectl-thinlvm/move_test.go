@@ -432,6 +432,10 @@ func TestStopAndStart(t *testing.T) {
 func TestEvacuatePlacement(t *testing.T) {
 	ctx := context.Background()
 	q := resource.MustParse
+	gi := &thinlvmv1.GoldenImage{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "ubuntu-24.04"}, gi); err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range []struct {
 		name, room string
 		base       bool
@@ -446,7 +450,7 @@ func TestEvacuatePlacement(t *testing.T) {
 		}
 		ln.Status.DeviceClasses = []thinlvmv1.DeviceClassStatus{{Name: "ssd", Default: true, Available: q(n.room)}}
 		if n.base {
-			ln.Status.GoldenBases = []thinlvmv1.GoldenBaseStatus{{Name: "ubuntu-24.04", DeviceClass: "ssd", State: thinlvmv1.GoldenBaseReady}}
+			ln.Status.GoldenBases = []thinlvmv1.GoldenBaseStatus{{Name: gi.Name, LV: thinlvmv1.BaseLVName(gi), DeviceClass: "ssd", State: thinlvmv1.GoldenBaseReady}}
 		}
 		if err := env.Client.Status().Update(ctx, ln); err != nil {
 			t.Fatal(err)
