@@ -26,27 +26,25 @@ import (
 // The kubectl plugin's move and evacuate, run as a user runs them (the
 // binary, the cluster's kubeconfig) on the two real-LVM nodes.
 
-var (
-	pluginOnce sync.Once
-	pluginPath string
-	pluginErr  error
-)
+// buildPlugin builds kubectl-thinlvm once for the suite.
+var buildPlugin = sync.OnceValues(func() (string, error) {
+	path := filepath.Join(tb.Dir, "kubectl-thinlvm")
+	build := exec.CommandContext(ctx, "go", "build", "-o", path, "./cmd/kubectl-thinlvm")
+	build.Dir = filepath.Join("..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", errors.New(string(out) + err.Error())
+	}
+	return path, nil
+})
 
-// plugin builds kubectl-thinlvm once for the suite.
+// plugin is the suite's kubectl-thinlvm.
 func plugin(t testing.TB) string {
 	t.Helper()
-	pluginOnce.Do(func() {
-		pluginPath = filepath.Join(tb.Dir, "kubectl-thinlvm")
-		build := exec.CommandContext(ctx, "go", "build", "-o", pluginPath, "./cmd/kubectl-thinlvm")
-		build.Dir = filepath.Join("..", "..")
-		if out, err := build.CombinedOutput(); err != nil {
-			pluginErr = errors.New(string(out) + err.Error())
-		}
-	})
-	if pluginErr != nil {
-		t.Fatalf("building kubectl-thinlvm: %v", pluginErr)
+	path, err := buildPlugin()
+	if err != nil {
+		t.Fatalf("building kubectl-thinlvm: %v", err)
 	}
-	return pluginPath
+	return path
 }
 
 // kubectlThinLVM runs the plugin to its end.
@@ -100,14 +98,7 @@ func getClaim(t testing.TB, name string) *corev1.PersistentVolumeClaim {
 // deletePod deletes a pod and waits until it is gone.
 func deletePod(t testing.TB, name string) {
 	t.Helper()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
-	if err := tb.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
-		t.Fatal(err)
-	}
-	if err := tb.WaitFor(ctx, "pod "+name+" to be gone", time.Minute, func() (bool, error) {
-		err := tb.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	}); err != nil {
+	if err := tb.DeleteAndWait(ctx, time.Minute, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}); err != nil {
 		t.Fatal(err)
 	}
 }
