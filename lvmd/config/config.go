@@ -21,20 +21,36 @@ type Config struct {
 	DeviceClasses []DeviceClass `json:"deviceClasses"`
 }
 
-// DeviceClass is one thin pool that volumes are carved from.
+// Type is how a device class allocates its volumes.
+type Type string
+
+const (
+	// Thin classes carve thin LVs from a thin pool: snapshots, golden
+	// bases, overprovisioning. The default.
+	Thin Type = "thin"
+	// Thick classes allocate LVs from the volume group's free extents: no
+	// thin pool, no snapshots; clones and moves copy every extent.
+	Thick Type = "thick"
+)
+
+// DeviceClass is one thin pool, or one volume group's free extents, that
+// volumes are carved from.
 type DeviceClass struct {
 	// Name identifies the class in requests and StorageClasses.
 	Name string `json:"name"`
+	// Type is thin (the default) or thick.
+	Type Type `json:"type,omitempty"`
 	// VolumeGroup is the LVM volume group.
 	VolumeGroup string `json:"volumeGroup"`
-	// ThinPool is the thin pool LV in VolumeGroup.
-	ThinPool string `json:"thinPool"`
+	// ThinPool is the thin pool LV in VolumeGroup; thin classes only.
+	ThinPool string `json:"thinPool,omitempty"`
 	// OverprovisionRatio is how many times the pool's size the thin LVs may
 	// add up to. Default 1 (no overprovisioning).
 	OverprovisionRatio float64 `json:"overprovisionRatio,omitempty"`
 	// Default marks the class used when a request names none. At most one.
 	Default bool `json:"default,omitempty"`
 	// SpareGB is pool space (GiB) kept free: never offered to new volumes.
+	// In a thick class, VG space.
 	SpareGB uint64 `json:"spareGB,omitempty"`
 	// LVCreateOptions are extra lvcreate options, e.g. ["--zero", "n"].
 	LVCreateOptions []string `json:"lvcreateOptions,omitempty"`
@@ -69,6 +85,9 @@ type AutoExtend struct {
 // setting (ErrorWhenFull, true unless set false).
 func (d *DeviceClass) ManagesWhenFull() bool { return d.ErrorWhenFull == nil || *d.ErrorWhenFull }
 
+// IsThick tells whether the class allocates thick LVs.
+func (d *DeviceClass) IsThick() bool { return d.Type == Thick }
+
 // Spare returns SpareGB in bytes.
 func (d *DeviceClass) Spare() uint64 { return d.SpareGB * GiB }
 
@@ -99,6 +118,13 @@ func Parse(data []byte) (*Config, error) {
 func (c *Config) Default() {
 	for i := range c.DeviceClasses {
 		d := &c.DeviceClasses[i]
+		if d.Type == "" {
+			d.Type = Thin
+		}
+		if d.IsThick() {
+			// Nothing of a thin pool applies; Validate refuses what was set.
+			continue
+		}
 		if d.OverprovisionRatio == 0 {
 			d.OverprovisionRatio = 1
 		}
@@ -151,8 +177,17 @@ func (c *Config) Validate() error {
 		if err := lvmname.ValidateVGName(d.VolumeGroup); err != nil {
 			add(p+".volumeGroup", "%v", err)
 		}
+		switch d.Type {
+		case Thin, "": // "" before Default
+		case Thick:
+			validateThick(d, p, add)
+			continue
+		default:
+			add(p+".type", "%q: must be thin or thick", d.Type)
+			continue
+		}
 		if d.ThinPool == "" {
-			add(p+".thinPool", "required: thinlvm carves thin volumes only")
+			add(p+".thinPool", "required in a thin device class (type: thick allocates from the volume group without one)")
 		} else if err := lvmname.ValidateLVName(d.ThinPool); err != nil {
 			add(p+".thinPool", "%v", err)
 		}
@@ -175,23 +210,49 @@ func (c *Config) Validate() error {
 				add(p+".autoExtend.percent", "%d: must be in (0, 100]", a.Percent)
 			}
 		}
-		for j, o := range d.LVCreateOptions {
-			op := fmt.Sprintf("%s.lvcreateOptions[%d]", p, j)
-			flag, _, _ := strings.Cut(o, "=")
-			switch {
-			case o == "":
-				add(op, "empty option")
-			case isReservedOption(flag):
-				add(op, "%q is set by lvmd and cannot be overridden", o)
-			case strings.ContainsAny(o, "\x00\n"):
-				add(op, "%q has a control character", o)
-			}
-		}
+		validateOptions(d, p, add)
 	}
 	if defaults > 1 {
 		add("deviceClasses", "%d device classes are marked default: at most one may be", defaults)
 	}
 	return errors.Join(errs...)
+}
+
+// validateThick checks a thick class: the thin pool's settings do not
+// apply to it, and one set is a mistake to point out, not to ignore.
+func validateThick(d *DeviceClass, p string, add func(path, format string, args ...any)) {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"thinPool", d.ThinPool != ""},
+		{"overprovisionRatio", d.OverprovisionRatio != 0},
+		{"dataHighWatermarkPercent", d.DataHighWatermarkPercent != 0},
+		{"metadataHighWatermarkPercent", d.MetadataHighWatermarkPercent != 0},
+		{"autoExtend", d.AutoExtend != nil},
+		{"errorWhenFull", d.ErrorWhenFull != nil},
+	} {
+		if f.set {
+			add(p+"."+f.name, "a thin pool's setting: a thick device class has no thin pool")
+		}
+	}
+	validateOptions(d, p, add)
+}
+
+// validateOptions checks a class's lvcreateOptions.
+func validateOptions(d *DeviceClass, p string, add func(path, format string, args ...any)) {
+	for j, o := range d.LVCreateOptions {
+		op := fmt.Sprintf("%s.lvcreateOptions[%d]", p, j)
+		flag, _, _ := strings.Cut(o, "=")
+		switch {
+		case o == "":
+			add(op, "empty option")
+		case isReservedOption(flag):
+			add(op, "%q is set by lvmd and cannot be overridden", o)
+		case strings.ContainsAny(o, "\x00\n"):
+			add(op, "%q has a control character", o)
+		}
+	}
 }
 
 // isReservedOption tells whether flag is, or is taken by lvm's getopt_long

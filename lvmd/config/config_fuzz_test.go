@@ -67,20 +67,17 @@ func checkAccepted(t *testing.T, c *config.Config) {
 		if err := lvmname.ValidateVGName(d.VolumeGroup); err != nil {
 			t.Errorf("class %q: accepted volume group %q: %v", d.Name, d.VolumeGroup, err)
 		}
-		if err := lvmname.ValidateLVName(d.ThinPool); err != nil {
-			t.Errorf("class %q: accepted thin pool %q: %v", d.Name, d.ThinPool, err)
-		}
-		// Written so that NaN fails them too.
-		if !(d.OverprovisionRatio >= 1) {
-			t.Errorf("class %q: accepted overprovisionRatio %g", d.Name, d.OverprovisionRatio)
-		}
-		for _, w := range []float64{d.DataHighWatermarkPercent, d.MetadataHighWatermarkPercent} {
-			if !(w > 0 && w <= 100) {
-				t.Errorf("class %q: accepted high watermark %g", d.Name, w)
+		switch d.Type {
+		case config.Thick:
+			// A thick class has none of a thin pool's settings.
+			if d.ThinPool != "" || d.OverprovisionRatio != 0 || d.DataHighWatermarkPercent != 0 || d.MetadataHighWatermarkPercent != 0 ||
+				d.AutoExtend != nil || d.ErrorWhenFull != nil {
+				t.Errorf("class %q: thick with a thin pool's settings %+v", d.Name, *d)
 			}
-		}
-		if a := d.AutoExtend; a != nil && !(a.ThresholdPercent >= 50 && a.ThresholdPercent < 100 && a.Percent > 0 && a.Percent <= 100) {
-			t.Errorf("class %q: accepted autoExtend %+v", d.Name, *a)
+		case config.Thin:
+			checkThin(t, d)
+		default:
+			t.Errorf("class %q: accepted type %q", d.Name, d.Type)
 		}
 		for _, o := range d.LVCreateOptions {
 			flag, _, _ := strings.Cut(o, "=")
@@ -122,6 +119,26 @@ func checkAccepted(t *testing.T, c *config.Config) {
 	}
 }
 
+// checkThin checks a thin class's pool settings.
+func checkThin(t *testing.T, d *config.DeviceClass) {
+	t.Helper()
+	if err := lvmname.ValidateLVName(d.ThinPool); err != nil {
+		t.Errorf("class %q: accepted thin pool %q: %v", d.Name, d.ThinPool, err)
+	}
+	// Written so that NaN fails them too.
+	if !(d.OverprovisionRatio >= 1) {
+		t.Errorf("class %q: accepted overprovisionRatio %g", d.Name, d.OverprovisionRatio)
+	}
+	for _, w := range []float64{d.DataHighWatermarkPercent, d.MetadataHighWatermarkPercent} {
+		if !(w > 0 && w <= 100) {
+			t.Errorf("class %q: accepted high watermark %g", d.Name, w)
+		}
+	}
+	if a := d.AutoExtend; a != nil && !(a.ThresholdPercent >= 50 && a.ThresholdPercent < 100 && a.Percent > 0 && a.Percent <= 100) {
+		t.Errorf("class %q: accepted autoExtend %+v", d.Name, *a)
+	}
+}
+
 // FuzzParse checks that Parse never panics and that a config it accepts
 // validates again, is already defaulted, is parsed the same way twice and
 // holds to every guarantee of Validate (checkAccepted).
@@ -134,6 +151,8 @@ func FuzzParse(f *testing.F) {
 		`{"deviceClasses":[{"name":"a","volumeGroup":"vg0","thinPool":"pool","lvcreateOptions":["-L1G","--virt","--zero=n"]}]}`,
 		"deviceClasses:\n- name: a\n  volumeGroup: vg0\n  thinPool: pool\n  overprovisionRatio: .nan\n  dataHighWatermarkPercent: .inf\n",
 		"deviceClasses:\n- name: A\n  volumeGroup: -vg\n  thinPool: pool_tmeta\n  spareGB: 18446744073709551615\n  autoExtend: {thresholdPercent: 100, percent: 0}\n",
+		"deviceClasses:\n- name: t\n  type: thick\n  volumeGroup: vg0\n  overprovisionRatio: 2\n  thinPool: p\n",
+		"deviceClasses:\n- name: t\n  type: Thick\n  volumeGroup: vg0\n",
 		"deviceClasses: [", "", "deviceClasses: []\n", "deviceClasses:\n- name: a\n  thinPoolName: p\n",
 	} {
 		f.Add([]byte(s))

@@ -30,6 +30,11 @@ deviceClasses:
   volumeGroup: vg1
   thinPool: tp
   errorWhenFull: false
+- name: thick
+  type: thick
+  volumeGroup: vg1
+  spareGB: 2
+  lvcreateOptions: ["--stripes", "2"]
 `
 
 var yes, no = true, false
@@ -41,15 +46,17 @@ func TestParse(t *testing.T) {
 	}
 	want := &config.Config{DeviceClasses: []config.DeviceClass{
 		{
-			Name: "ssd", VolumeGroup: "vg0", ThinPool: "pool", Default: true, OverprovisionRatio: 5, SpareGB: 10,
+			Name: "ssd", Type: config.Thin, VolumeGroup: "vg0", ThinPool: "pool", Default: true, OverprovisionRatio: 5, SpareGB: 10,
 			LVCreateOptions:          []string{"--zero", "n", "-Zn", "--discards=passdown"},
 			DataHighWatermarkPercent: 95, MetadataHighWatermarkPercent: 80,
 			AutoExtend: &config.AutoExtend{ThresholdPercent: 80, Percent: 20}, ErrorWhenFull: &yes,
 		},
 		{
-			Name: "hdd.slow-1", VolumeGroup: "vg1", ThinPool: "tp",
+			Name: "hdd.slow-1", Type: config.Thin, VolumeGroup: "vg1", ThinPool: "tp",
 			OverprovisionRatio: 1, DataHighWatermarkPercent: 90, MetadataHighWatermarkPercent: 80, ErrorWhenFull: &no,
 		},
+		// Nothing of a thin pool is defaulted in a thick class.
+		{Name: "thick", Type: config.Thick, VolumeGroup: "vg1", SpareGB: 2, LVCreateOptions: []string{"--stripes", "2"}},
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Parse (-want +got):\n%s", diff)
@@ -71,8 +78,8 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(c.DeviceClasses); got != 2 {
-		t.Errorf("Load: %d device classes, want 2", got)
+	if got := len(c.DeviceClasses); got != 3 {
+		t.Errorf("Load: %d device classes, want 3", got)
 	}
 	if _, err := config.Load(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Load of a missing file: %v, want fs.ErrNotExist", err)
@@ -157,6 +164,14 @@ func TestValidate(t *testing.T) {
 		{name: "lvcreate option empty", modify: func(c *config.Config) { c.DeviceClasses[0].LVCreateOptions = []string{"--zero", ""} }, paths: []string{"deviceClasses[0].lvcreateOptions[1]"}},
 		{name: "lvcreate option with a newline", modify: func(c *config.Config) { c.DeviceClasses[0].LVCreateOptions = []string{"--zero\n"} }, paths: []string{"deviceClasses[0].lvcreateOptions[0]"}},
 		{name: "lvcreate option with a NUL", modify: func(c *config.Config) { c.DeviceClasses[0].LVCreateOptions = []string{"--zero", "n\x00"} }, paths: []string{"deviceClasses[0].lvcreateOptions[1]"}},
+		{name: "thick", modify: func(c *config.Config) { c.DeviceClasses[1] = config.DeviceClass{Name: "b", Type: config.Thick, VolumeGroup: "vg1", SpareGB: 1} }},
+		{name: "type unknown", modify: func(c *config.Config) { c.DeviceClasses[0].Type = "thinn" }, paths: []string{"deviceClasses[0].type"}},
+		{name: "thick with a thin pool's settings", modify: func(c *config.Config) {
+			c.DeviceClasses[1] = config.DeviceClass{Name: "b", Type: config.Thick, VolumeGroup: "vg1", ThinPool: "pool", OverprovisionRatio: 2,
+				DataHighWatermarkPercent: 90, MetadataHighWatermarkPercent: 80, AutoExtend: &config.AutoExtend{ThresholdPercent: 80, Percent: 20},
+				ErrorWhenFull: &yes, LVCreateOptions: []string{"--size"}}
+		}, paths: []string{"deviceClasses[1].thinPool", "deviceClasses[1].overprovisionRatio", "deviceClasses[1].dataHighWatermarkPercent",
+			"deviceClasses[1].metadataHighWatermarkPercent", "deviceClasses[1].autoExtend", "deviceClasses[1].errorWhenFull", "deviceClasses[1].lvcreateOptions[0]"}},
 		{name: "two defaults", modify: func(c *config.Config) { c.DeviceClasses[0].Default, c.DeviceClasses[1].Default = true, true }, paths: []string{"deviceClasses"}},
 		{
 			name: "every error is listed",
@@ -224,8 +239,8 @@ func TestDefault(t *testing.T) {
 	c.Default()
 	c.Default() // idempotent
 	want := []config.DeviceClass{
-		{Name: "a", VolumeGroup: "vg0", ThinPool: "pool", OverprovisionRatio: 1, DataHighWatermarkPercent: 90, MetadataHighWatermarkPercent: 80, ErrorWhenFull: &yes},
-		{Name: "b", OverprovisionRatio: 3, DataHighWatermarkPercent: 50, MetadataHighWatermarkPercent: 60, ErrorWhenFull: &yes},
+		{Name: "a", Type: config.Thin, VolumeGroup: "vg0", ThinPool: "pool", OverprovisionRatio: 1, DataHighWatermarkPercent: 90, MetadataHighWatermarkPercent: 80, ErrorWhenFull: &yes},
+		{Name: "b", Type: config.Thin, OverprovisionRatio: 3, DataHighWatermarkPercent: 50, MetadataHighWatermarkPercent: 60, ErrorWhenFull: &yes},
 	}
 	if diff := cmp.Diff(want, c.DeviceClasses); diff != "" {
 		t.Errorf("Default (-want +got):\n%s", diff)

@@ -92,6 +92,64 @@ func (c *Client) CreateThin(ctx context.Context, s ThinSpec) error {
 	return nil
 }
 
+// LinearSpec describes a new thick (linear) LV, allocated from the VG's
+// free extents.
+type LinearSpec struct {
+	VG, Name  string
+	Size      uint64
+	Tags      []string
+	ExtraArgs []string
+}
+
+// CreateLinear creates and activates a thick LV. lvm zeroes its first 4
+// KiB and wipes known signatures there; the rest holds whatever the
+// extents held.
+func (c *Client) CreateLinear(ctx context.Context, s LinearSpec) error {
+	if err := validateNames(s.VG, s.Name); err != nil {
+		return err
+	}
+	args := []string{"lvcreate", "--yes", "--size", sizeArg(s.Size), "--name", s.Name}
+	args, err := addTags(args, s.Tags)
+	if err != nil {
+		return err
+	}
+	// The VG last: lvcreate takes the first positional argument as the VG
+	// and the rest as PVs to allocate from, and a class's options must not
+	// be read as PVs.
+	args = append(append(args, s.ExtraArgs...), s.VG)
+	if _, err := c.Runner.Run(ctx, args...); err != nil {
+		return fmt.Errorf("create lv %s/%s: %w", s.VG, s.Name, classify(err))
+	}
+	return nil
+}
+
+// COWSnapshotSpec describes a read-only snapshot of a thick LV: the
+// classic kind, whose copy-on-write store of COWSize bytes is allocated
+// from the VG and holds the origin's blocks as they were before each
+// write. It is invalidated when the store fills.
+type COWSnapshotSpec struct {
+	VG, Source, Name string
+	COWSize          uint64
+	Tags             []string
+}
+
+// CreateCOWSnapshot creates and activates a read-only snapshot of a thick
+// LV.
+func (c *Client) CreateCOWSnapshot(ctx context.Context, s COWSnapshotSpec) error {
+	if err := validateNames(s.VG, s.Source, s.Name); err != nil {
+		return err
+	}
+	args := []string{"lvcreate", "--yes", "--snapshot", "--size", sizeArg(s.COWSize), "--name", s.Name, "--permission", "r"}
+	args, err := addTags(args, s.Tags)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Runner.Run(ctx, append(args, s.VG+"/"+s.Source)...); err != nil {
+		return fmt.Errorf("create snapshot %s/%s of %s: %w", s.VG, s.Name, s.Source, classify(err))
+	}
+	return nil
+}
+
 // SnapshotSpec describes a new thin snapshot.
 type SnapshotSpec struct {
 	VG, Source, Name string

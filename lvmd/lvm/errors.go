@@ -48,6 +48,9 @@ var (
 	// ErrUnavailable: the device class's volume group or thin pool is
 	// missing on this node (lvmd serves the other classes meanwhile).
 	ErrUnavailable = errors.New("device class unavailable")
+	// ErrThick: the device class is thick and the request needs a thin
+	// one (a snapshot that is not a copy's transient one).
+	ErrThick = errors.New("thick device class")
 )
 
 // classifiedError wraps a *CommandError with the sentinel its stderr shows.

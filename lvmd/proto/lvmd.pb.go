@@ -1,4 +1,5 @@
-// lvmd's API: thin logical volumes and capacity of one node's volume groups.
+// lvmd's API: thin (and thick) logical volumes and capacity of one node's
+// volume groups.
 //
 // Every call is idempotent by LV name. Names are validated against lvm2's
 // rules before any command runs, and lvmd only ever touches LVs tagged
@@ -64,6 +65,9 @@ const (
 	// Unavailable: the lvm shell ended during the command; whether it
 	// changed anything is not known (lvmd re-reads before the retry).
 	ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN ErrorReason = 11
+	// FailedPrecondition: the device class is thick, and what was asked
+	// needs a thin one (a snapshot, a golden base).
+	ErrorReason_ERROR_REASON_THICK ErrorReason = 12
 )
 
 // Enum value maps for ErrorReason.
@@ -81,6 +85,7 @@ var (
 		9:  "ERROR_REASON_POOL_NOT_ACTIVE",
 		10: "ERROR_REASON_METADATA_SNAPSHOT_HELD",
 		11: "ERROR_REASON_OUTCOME_UNKNOWN",
+		12: "ERROR_REASON_THICK",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -95,6 +100,7 @@ var (
 		"ERROR_REASON_POOL_NOT_ACTIVE":          9,
 		"ERROR_REASON_METADATA_SNAPSHOT_HELD":   10,
 		"ERROR_REASON_OUTCOME_UNKNOWN":          11,
+		"ERROR_REASON_THICK":                    12,
 	}
 )
 
@@ -125,7 +131,7 @@ func (ErrorReason) EnumDescriptor() ([]byte, []int) {
 	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{0}
 }
 
-// LogicalVolume is one thin LV managed by lvmd.
+// LogicalVolume is one LV managed by lvmd.
 type LogicalVolume struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -138,10 +144,12 @@ type LogicalVolume struct {
 	// origin is the LV this one was snapshotted from, empty otherwise.
 	Origin string `protobuf:"bytes,6,opt,name=origin,proto3" json:"origin,omitempty"`
 	// tags are the LV's lvm tags, "thinlvm" included.
-	Tags          []string `protobuf:"bytes,7,rep,name=tags,proto3" json:"tags,omitempty"`
-	ReadOnly      bool     `protobuf:"varint,8,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	Active        bool     `protobuf:"varint,9,opt,name=active,proto3" json:"active,omitempty"`
-	Uuid          string   `protobuf:"bytes,10,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	Tags     []string `protobuf:"bytes,7,rep,name=tags,proto3" json:"tags,omitempty"`
+	ReadOnly bool     `protobuf:"varint,8,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	Active   bool     `protobuf:"varint,9,opt,name=active,proto3" json:"active,omitempty"`
+	Uuid     string   `protobuf:"bytes,10,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	// thick is true for an LV of a thick device class.
+	Thick         bool `protobuf:"varint,11,opt,name=thick,proto3" json:"thick,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -244,6 +252,13 @@ func (x *LogicalVolume) GetUuid() string {
 		return x.Uuid
 	}
 	return ""
+}
+
+func (x *LogicalVolume) GetThick() bool {
+	if x != nil {
+		return x.Thick
+	}
+	return false
 }
 
 type CreateLVRequest struct {
@@ -1270,7 +1285,11 @@ type DeviceClassCapacity struct {
 	// the pool's fields are 0; requests to the class fail with
 	// FailedPrecondition; lvmd looks for the VG and pool again at every
 	// refresh.
-	Unavailable   string `protobuf:"bytes,21,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
+	Unavailable string `protobuf:"bytes,21,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
+	// type is "thin" or "thick". A thick class has no thin pool: the pool's
+	// fields are 0, virtual_bytes is the size of its LVs, and available_bytes
+	// is the volume group's free space less the spare.
+	Type          string `protobuf:"bytes,22,opt,name=type,proto3" json:"type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1452,6 +1471,13 @@ func (x *DeviceClassCapacity) GetUnavailable() string {
 	return ""
 }
 
+func (x *DeviceClassCapacity) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
 type GetCapacityRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// device_class limits the report to one device class; empty reports all.
@@ -1590,7 +1616,7 @@ var File_lvmd_proto_lvmd_proto protoreflect.FileDescriptor
 
 const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\n" +
-	"\x15lvmd/proto/lvmd.proto\x12\x0fthinlvm.lvmd.v1\"\x9e\x02\n" +
+	"\x15lvmd/proto/lvmd.proto\x12\x0fthinlvm.lvmd.v1\"\xb4\x02\n" +
 	"\rLogicalVolume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fdevice_class\x18\x02 \x01(\tR\vdeviceClass\x12!\n" +
@@ -1604,7 +1630,8 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\tread_only\x18\b \x01(\bR\breadOnly\x12\x16\n" +
 	"\x06active\x18\t \x01(\bR\x06active\x12\x12\n" +
 	"\x04uuid\x18\n" +
-	" \x01(\tR\x04uuid\"{\n" +
+	" \x01(\tR\x04uuid\x12\x14\n" +
+	"\x05thick\x18\v \x01(\bR\x05thick\"{\n" +
 	"\x0fCreateLVRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fdevice_class\x18\x02 \x01(\tR\vdeviceClass\x12\x1d\n" +
@@ -1670,7 +1697,7 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\x10block_size_bytes\x18\x01 \x01(\x04R\x0eblockSizeBytes\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x122\n" +
-	"\x06ranges\x18\x03 \x03(\v2\x1a.thinlvm.lvmd.v1.ThinRangeR\x06ranges\"\xc6\x06\n" +
+	"\x06ranges\x18\x03 \x03(\v2\x1a.thinlvm.lvmd.v1.ThinRangeR\x06ranges\"\xda\x06\n" +
 	"\x13DeviceClassCapacity\x12!\n" +
 	"\fdevice_class\x18\x01 \x01(\tR\vdeviceClass\x12!\n" +
 	"\fvolume_group\x18\x02 \x01(\tR\vvolumeGroup\x12\x1b\n" +
@@ -1694,7 +1721,8 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\x16vg_metadata_size_bytes\x18\x12 \x01(\x04R\x13vgMetadataSizeBytes\x123\n" +
 	"\x16vg_metadata_free_bytes\x18\x13 \x01(\x04R\x13vgMetadataFreeBytes\x12/\n" +
 	"\x14vg_metadata_lvs_left\x18\x14 \x01(\rR\x11vgMetadataLvsLeft\x12 \n" +
-	"\vunavailable\x18\x15 \x01(\tR\vunavailable\"7\n" +
+	"\vunavailable\x18\x15 \x01(\tR\vunavailable\x12\x12\n" +
+	"\x04type\x18\x16 \x01(\tR\x04type\"7\n" +
 	"\x12GetCapacityRequest\x12!\n" +
 	"\fdevice_class\x18\x01 \x01(\tR\vdeviceClass\"\x82\x01\n" +
 	"\x13GetCapacityResponse\x12K\n" +
@@ -1702,7 +1730,7 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\"\x0e\n" +
-	"\fWatchRequest*\x89\x03\n" +
+	"\fWatchRequest*\xa1\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ERROR_REASON_INVALID\x10\x01\x12\x1a\n" +
@@ -1716,7 +1744,8 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"\x1cERROR_REASON_POOL_NOT_ACTIVE\x10\t\x12'\n" +
 	"#ERROR_REASON_METADATA_SNAPSHOT_HELD\x10\n" +
 	"\x12 \n" +
-	"\x1cERROR_REASON_OUTCOME_UNKNOWN\x10\v2\xa5\x05\n" +
+	"\x1cERROR_REASON_OUTCOME_UNKNOWN\x10\v\x12\x16\n" +
+	"\x12ERROR_REASON_THICK\x10\f2\xa5\x05\n" +
 	"\tLVService\x12O\n" +
 	"\bCreateLV\x12 .thinlvm.lvmd.v1.CreateLVRequest\x1a!.thinlvm.lvmd.v1.CreateLVResponse\x12a\n" +
 	"\x0eCreateSnapshot\x12&.thinlvm.lvmd.v1.CreateSnapshotRequest\x1a'.thinlvm.lvmd.v1.CreateSnapshotResponse\x12O\n" +

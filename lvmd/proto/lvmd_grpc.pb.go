@@ -1,4 +1,5 @@
-// lvmd's API: thin logical volumes and capacity of one node's volume groups.
+// lvmd's API: thin (and thick) logical volumes and capacity of one node's
+// volume groups.
 //
 // Every call is idempotent by LV name. Names are validated against lvm2's
 // rules before any command runs, and lvmd only ever touches LVs tagged
@@ -39,14 +40,20 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// LVService creates, grows, snapshots and removes thin logical volumes.
+// LVService creates, grows, snapshots and removes logical volumes: thin
+// LVs in a thin device class's pool, plain (thick) LVs from a thick device
+// class's volume group.
 type LVServiceClient interface {
-	// CreateLV creates a thin LV in the device class's thin pool. Calling it
-	// again with the same name and size returns the existing LV; a different
-	// size is AlreadyExists.
+	// CreateLV creates a thin LV in the device class's thin pool, or a thick
+	// LV in a thick class's volume group. Calling it again with the same name
+	// and size returns the existing LV; a different size is AlreadyExists.
 	CreateLV(ctx context.Context, in *CreateLVRequest, opts ...grpc.CallOption) (*CreateLVResponse, error)
 	// CreateSnapshot creates a thin snapshot of a source LV, read-only or
 	// read-write, extended to size_bytes when that is larger than the source.
+	// A thick class takes only transient snapshots (a copy's point in time):
+	// lvm's copy-on-write kind, its store as large as the source when the
+	// volume group has the room, else what it has; any other snapshot there
+	// is FailedPrecondition (ERROR_REASON_THICK).
 	CreateSnapshot(ctx context.Context, in *CreateSnapshotRequest, opts ...grpc.CallOption) (*CreateSnapshotResponse, error)
 	// ResizeLV grows an LV. Shrinking is OutOfRange.
 	ResizeLV(ctx context.Context, in *ResizeLVRequest, opts ...grpc.CallOption) (*ResizeLVResponse, error)
@@ -64,7 +71,9 @@ type LVServiceClient interface {
 	// thin LV: with base_name, where it differs from that LV of the same thin
 	// pool (its golden base); without, the ranges it maps. They come from the
 	// pool's metadata (thin_delta on a reserved metadata snapshot), never
-	// from reading the data. Both LVs must be thinlvm's.
+	// from reading the data. Both LVs must be thinlvm's. An LV of a thick
+	// class maps all of itself: one range, the whole LV (a base_name is
+	// InvalidArgument there).
 	GetThinDelta(ctx context.Context, in *GetThinDeltaRequest, opts ...grpc.CallOption) (*GetThinDeltaResponse, error)
 }
 
@@ -160,14 +169,20 @@ func (c *lVServiceClient) GetThinDelta(ctx context.Context, in *GetThinDeltaRequ
 // All implementations must embed UnimplementedLVServiceServer
 // for forward compatibility.
 //
-// LVService creates, grows, snapshots and removes thin logical volumes.
+// LVService creates, grows, snapshots and removes logical volumes: thin
+// LVs in a thin device class's pool, plain (thick) LVs from a thick device
+// class's volume group.
 type LVServiceServer interface {
-	// CreateLV creates a thin LV in the device class's thin pool. Calling it
-	// again with the same name and size returns the existing LV; a different
-	// size is AlreadyExists.
+	// CreateLV creates a thin LV in the device class's thin pool, or a thick
+	// LV in a thick class's volume group. Calling it again with the same name
+	// and size returns the existing LV; a different size is AlreadyExists.
 	CreateLV(context.Context, *CreateLVRequest) (*CreateLVResponse, error)
 	// CreateSnapshot creates a thin snapshot of a source LV, read-only or
 	// read-write, extended to size_bytes when that is larger than the source.
+	// A thick class takes only transient snapshots (a copy's point in time):
+	// lvm's copy-on-write kind, its store as large as the source when the
+	// volume group has the room, else what it has; any other snapshot there
+	// is FailedPrecondition (ERROR_REASON_THICK).
 	CreateSnapshot(context.Context, *CreateSnapshotRequest) (*CreateSnapshotResponse, error)
 	// ResizeLV grows an LV. Shrinking is OutOfRange.
 	ResizeLV(context.Context, *ResizeLVRequest) (*ResizeLVResponse, error)
@@ -185,7 +200,9 @@ type LVServiceServer interface {
 	// thin LV: with base_name, where it differs from that LV of the same thin
 	// pool (its golden base); without, the ranges it maps. They come from the
 	// pool's metadata (thin_delta on a reserved metadata snapshot), never
-	// from reading the data. Both LVs must be thinlvm's.
+	// from reading the data. Both LVs must be thinlvm's. An LV of a thick
+	// class maps all of itself: one range, the whole LV (a base_name is
+	// InvalidArgument there).
 	GetThinDelta(context.Context, *GetThinDeltaRequest) (*GetThinDeltaResponse, error)
 	mustEmbedUnimplementedLVServiceServer()
 }

@@ -23,6 +23,10 @@ func capacity(dc *config.DeviceClass, r *lvm.Report) *pb.DeviceClassCapacity {
 		ThinPool:           dc.ThinPool,
 		Default:            dc.Default,
 		OverprovisionRatio: dc.OverprovisionRatio,
+		Type:               string(dc.Type),
+	}
+	if dc.IsThick() {
+		return thickCapacity(c, dc, r)
 	}
 	vg, pool := r.VG(dc.VolumeGroup), r.LV(dc.VolumeGroup, dc.ThinPool)
 	if vg != nil {
@@ -80,13 +84,43 @@ func capacity(dc *config.DeviceClass, r *lvm.Report) *pb.DeviceClassCapacity {
 	return c
 }
 
+// thickCapacity fills c for a thick class: its LVs take the VG's extents
+// as they are made, so what it offers is the VG's free space less the
+// spare (and nothing once the VG's metadata area is full).
+func thickCapacity(c *pb.DeviceClassCapacity, dc *config.DeviceClass, r *lvm.Report) *pb.DeviceClassCapacity {
+	vg := r.VG(dc.VolumeGroup)
+	if c.Unavailable = missing(dc, vg, nil); c.Unavailable != "" {
+		return c
+	}
+	c.VgSizeBytes, c.VgFreeBytes = vg.Size, vg.Free
+	c.VgMetadataSizeBytes = vg.MetadataAreaSize
+	c.VgMetadataFreeBytes = vg.MetadataAreaFree
+	c.VgMetadataLvsLeft = metadataLVsLeft(vg)
+	for i := range r.LVs {
+		lv := &r.LVs[i]
+		if lv.VG == dc.VolumeGroup && lv.Pool == "" && lv.HasTag(managedTag) {
+			c.VirtualBytes += lv.Size
+			c.LvCount++
+		}
+	}
+	if vg.MetadataAreaSize > 0 && c.VgMetadataLvsLeft == 0 {
+		return c
+	}
+	if spare := dc.Spare(); vg.Free > spare {
+		c.AvailableBytes = vg.Free - spare
+	}
+	return c
+}
+
 // missing says why a device class cannot serve volumes on this node, from
 // its volume group and thin pool as the report has them (nil when it has
-// none): one is not there; "" when both are.
+// none): one is not there; "" when both are (a thick class's VG alone).
 func missing(dc *config.DeviceClass, vg *lvm.VG, pool *lvm.LV) string {
 	switch {
 	case vg == nil:
 		return fmt.Sprintf("volume group %s not found", dc.VolumeGroup)
+	case dc.IsThick():
+		return "" // no pool
 	case pool == nil:
 		return fmt.Sprintf("thin pool %s/%s not found", dc.VolumeGroup, dc.ThinPool)
 	case !pool.IsThinPool():

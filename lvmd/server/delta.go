@@ -33,6 +33,9 @@ func (s *lvService) GetThinDelta(ctx context.Context, req *pb.GetThinDeltaReques
 			return nil, fmt.Errorf("%w: lv %q is its own base", lvm.ErrInvalid, b)
 		}
 	}
+	if r.dc.IsThick() {
+		return d.thickExtent(r, req.GetBaseName())
+	}
 	resp := &pb.GetThinDeltaResponse{}
 	err = d.mutate(ctx, func(mctx context.Context) error {
 		lv, base, pool, err := d.deltaLVs(mctx, r, req.GetBaseName())
@@ -65,6 +68,28 @@ func (s *lvService) GetThinDelta(ctx context.Context, req *pb.GetThinDeltaReques
 		return nil, err
 	}
 	return resp, nil
+}
+
+// thickExtent is the "delta" of a thick LV: it maps all of itself, so a
+// reader copies it whole. Its blocks are the VG's extents.
+func (d *Daemon) thickExtent(r request, baseName string) (*pb.GetThinDeltaResponse, error) {
+	if baseName != "" {
+		return nil, fmt.Errorf("%w: device class %s is thick: its LVs descend from no base", lvm.ErrInvalid, r.dc.Name)
+	}
+	lv, err := lookup(d.store.current().report, r)
+	if err != nil {
+		return nil, err
+	}
+	if lv == nil {
+		return nil, r.notFound()
+	}
+	ext, err := d.extentSize(r.dc)
+	if err != nil {
+		return nil, err
+	}
+	size := d.sizeOf(r.dc, lv)
+	return &pb.GetThinDeltaResponse{BlockSizeBytes: ext, SizeBytes: size,
+		Ranges: []*pb.ThinRange{{OffsetBytes: 0, LengthBytes: size}}}, nil
 }
 
 // deltaLVs finds the LV, its base (nil without) and their pool in the

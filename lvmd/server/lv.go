@@ -61,10 +61,23 @@ func lookup(r *lvm.Report, req request) (*lvm.LV, error) {
 
 func (d *Daemon) toProto(dc *config.DeviceClass, lv *lvm.LV) *pb.LogicalVolume {
 	return &pb.LogicalVolume{
-		Name: lv.Name, DeviceClass: dc.Name, VolumeGroup: lv.VG, SizeBytes: lv.Size,
+		Name: lv.Name, DeviceClass: dc.Name, VolumeGroup: lv.VG, SizeBytes: d.sizeOf(dc, lv),
 		DevicePath: d.devicePath(lv.VG, lv.Name), Origin: lv.Origin,
 		Tags: append([]string(nil), lv.Tags...), ReadOnly: lv.ReadOnly(), Active: lv.Active(), Uuid: lv.UUID,
+		Thick: dc.IsThick(),
 	}
+}
+
+// sizeOf is the size a reader of lv sees. lvm reports a thick LV's
+// copy-on-write snapshot at the size of its store; its device is its
+// origin's size.
+func (d *Daemon) sizeOf(dc *config.DeviceClass, lv *lvm.LV) uint64 {
+	if dc.IsThick() && lv.Origin != "" {
+		if o := d.store.current().report.LV(lv.VG, lv.Origin); o != nil {
+			return o.Size
+		}
+	}
+	return lv.Size
 }
 
 // devicePath is where lvm makes an LV's device node.
@@ -83,6 +96,13 @@ func (d *Daemon) checkRoom(ctx context.Context, dc *config.DeviceClass, need uin
 	c := capacity(dc, d.store.current().report)
 	if c.Unavailable != "" {
 		return unavailable(dc, c.Unavailable)
+	}
+	if dc.IsThick() {
+		if need > c.AvailableBytes {
+			return fmt.Errorf("%w: %d bytes requested, device class %s has %d bytes available (volume group %s: %d bytes free, %d kept spare)",
+				lvm.ErrInsufficientSpace, need, dc.Name, c.AvailableBytes, dc.VolumeGroup, c.VgFreeBytes, dc.Spare())
+		}
+		return nil
 	}
 	// lvcreate would activate a pool an administrator deactivated, e.g. to
 	// run lvconvert --repair, which then refuses an active pool.
@@ -186,14 +206,22 @@ func (s *lvService) CreateLV(ctx context.Context, req *pb.CreateLVRequest) (*pb.
 		if err := d.checkRoom(mctx, r.dc, size); err != nil {
 			return nil, true, err
 		}
-		err = d.lvm.CreateThin(mctx, lvm.ThinSpec{VG: r.dc.VolumeGroup, Pool: r.dc.ThinPool, Name: r.name, Size: size, Tags: tags, ExtraArgs: r.dc.LVCreateOptions})
+		lv := lvm.LV{Name: r.name, VG: r.dc.VolumeGroup, Size: size, Attr: "Vwi-a-tz--", Pool: r.dc.ThinPool, Tags: tags,
+			Path: d.devicePath(r.dc.VolumeGroup, r.name)}
+		if r.dc.IsThick() {
+			err = d.lvm.CreateLinear(mctx, lvm.LinearSpec{VG: r.dc.VolumeGroup, Name: r.name, Size: size, Tags: tags, ExtraArgs: r.dc.LVCreateOptions})
+			lv.Attr = "-wi-a-----"
+		} else {
+			err = d.lvm.CreateThin(mctx, lvm.ThinSpec{VG: r.dc.VolumeGroup, Pool: r.dc.ThinPool, Name: r.name, Size: size, Tags: tags, ExtraArgs: r.dc.LVCreateOptions})
+		}
 		if err != nil {
 			return nil, false, err
 		}
-		lv := lvm.LV{Name: r.name, VG: r.dc.VolumeGroup, Size: size, Attr: "Vwi-a-tz--", Pool: r.dc.ThinPool, Tags: tags,
-			Path: d.devicePath(r.dc.VolumeGroup, r.name)}
 		d.store.amend(func(rep *lvm.Report) {
 			rep.LVs = append(rep.LVs, lv)
+			if vg := rep.VG(r.dc.VolumeGroup); vg != nil && r.dc.IsThick() {
+				vg.Free -= min(vg.Free, size)
+			}
 			useMetadata(rep, r.dc.VolumeGroup, meta)
 		})
 		return d.toProto(r.dc, &lv), true, nil
@@ -218,6 +246,19 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 	}
 	if req.GetTransient() && (!req.GetReadOnly() || req.GetSizeBytes() > 0) {
 		return nil, fmt.Errorf("%w: a transient snapshot is read-only, of its source's size", lvm.ErrInvalid)
+	}
+	if r.dc.IsThick() {
+		if !req.GetTransient() {
+			return nil, fmt.Errorf("%w: device class %s is thick: its volumes have no snapshots (and golden images need a thin class); use a thin device class",
+				lvm.ErrThick, r.dc.Name)
+		}
+		vol, err := d.retryOnExists(ctx, func(mctx context.Context) (*pb.LogicalVolume, bool, error) {
+			return d.cowSnapshot(mctx, r, req)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &pb.CreateSnapshotResponse{Volume: vol}, nil
 	}
 	vol, err := d.retryOnExists(ctx, func(mctx context.Context) (*pb.LogicalVolume, bool, error) {
 		rep := d.store.current().report
@@ -301,6 +342,62 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 	return &pb.CreateSnapshotResponse{Volume: vol}, nil
 }
 
+// cowSnapshot makes the transient snapshot of a thick LV: lvm's
+// copy-on-write kind, read-only, its store as large as the source when the
+// class has the room (it never fills then), else all the room there is: it
+// fills, and lvm invalidates it, only if the source is rewritten more than
+// that while the copy reads it, and the copy fails then. Called with the
+// lock held.
+func (d *Daemon) cowSnapshot(ctx context.Context, r request, req *pb.CreateSnapshotRequest) (*pb.LogicalVolume, bool, error) {
+	rep := d.store.current().report
+	src, err := lookup(rep, request{dc: r.dc, name: req.GetSourceName()})
+	if src == nil || err != nil {
+		return nil, true, fmt.Errorf("%w: source lv %s/%s in device class %s", lvm.ErrNotFound, r.dc.VolumeGroup, req.GetSourceName(), r.dc.Name)
+	}
+	existing, err := lookup(rep, r)
+	if err != nil {
+		return nil, true, fmt.Errorf("%w: %w", lvm.ErrConflict, err)
+	}
+	if existing != nil {
+		if existing.Origin != src.Name || !existing.ReadOnly() {
+			return nil, true, fmt.Errorf("%w: lv %s/%s exists with origin %q, read-only %t; requested a read-only snapshot of %q",
+				lvm.ErrConflict, existing.VG, existing.Name, existing.Origin, existing.ReadOnly(), src.Name)
+		}
+		return d.toProto(r.dc, existing), true, nil
+	}
+	if src.Origin != "" {
+		return nil, true, fmt.Errorf("%w: lv %s/%s is a snapshot itself", lvm.ErrInvalid, src.VG, src.Name)
+	}
+	ext, err := d.extentSize(r.dc)
+	if err != nil {
+		return nil, true, err
+	}
+	c := capacity(r.dc, rep)
+	cow := min(roundUp(src.Size, ext), c.AvailableBytes/ext*ext)
+	if cow == 0 {
+		return nil, true, fmt.Errorf("%w: device class %s has no room for the copy-on-write store of a snapshot of %s (volume group %s: %d bytes free, %d kept spare)",
+			lvm.ErrInsufficientSpace, r.dc.Name, src.Name, r.dc.VolumeGroup, c.VgFreeBytes, r.dc.Spare())
+	}
+	tags := withTags(req.GetTags())
+	meta := metadataBytes(r.name, src.Name, tags)
+	if err := checkMetadataRoom(r.dc, rep, meta, true); err != nil {
+		return nil, true, err
+	}
+	if err := d.lvm.CreateCOWSnapshot(ctx, lvm.COWSnapshotSpec{VG: r.dc.VolumeGroup, Source: src.Name, Name: r.name, COWSize: cow, Tags: tags}); err != nil {
+		return nil, false, err
+	}
+	lv := lvm.LV{Name: r.name, VG: r.dc.VolumeGroup, Size: cow, Attr: "sri-a-s---", Origin: src.Name, Tags: tags,
+		Path: d.devicePath(r.dc.VolumeGroup, r.name)}
+	d.store.amend(func(rep *lvm.Report) {
+		rep.LVs = append(rep.LVs, lv)
+		if vg := rep.VG(r.dc.VolumeGroup); vg != nil {
+			vg.Free -= min(vg.Free, cow)
+		}
+		useMetadata(rep, r.dc.VolumeGroup, meta)
+	})
+	return d.toProto(r.dc, &lv), true, nil
+}
+
 // extend grows an LV and amends the view. Called with the lock held.
 func (d *Daemon) extend(ctx context.Context, dc *config.DeviceClass, name string, size uint64) error {
 	err := d.lvm.Extend(ctx, dc.VolumeGroup, name, size)
@@ -308,9 +405,14 @@ func (d *Daemon) extend(ctx context.Context, dc *config.DeviceClass, name string
 		return err
 	}
 	d.store.amend(func(rep *lvm.Report) {
-		if lv := rep.LV(dc.VolumeGroup, name); lv != nil {
-			lv.Size = size
+		lv := rep.LV(dc.VolumeGroup, name)
+		if lv == nil {
+			return
 		}
+		if vg := rep.VG(dc.VolumeGroup); vg != nil && dc.IsThick() && size > lv.Size {
+			vg.Free -= min(vg.Free, size-lv.Size)
+		}
+		lv.Size = size
 	})
 	return nil
 }
@@ -374,7 +476,7 @@ func (s *lvService) ResizeLV(ctx context.Context, req *pb.ResizeLVRequest) (*pb.
 		size := roundUp(req.GetSizeBytes(), ext)
 		switch {
 		case size < lv.Size:
-			return fmt.Errorf("%w: lv %s/%s is %d bytes, requested %d: thin LVs only grow", lvm.ErrShrink, lv.VG, lv.Name, lv.Size, size)
+			return fmt.Errorf("%w: lv %s/%s is %d bytes, requested %d: volumes only grow", lvm.ErrShrink, lv.VG, lv.Name, lv.Size, size)
 		case size == lv.Size:
 			resp.Volume = d.toProto(r.dc, lv)
 			return nil

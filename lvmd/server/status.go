@@ -52,6 +52,7 @@ var refusals = []struct {
 	{[]error{lvm.ErrNotManaged}, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_NOT_MANAGED},
 	{[]error{lvm.ErrNotActive}, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_POOL_NOT_ACTIVE},
 	{[]error{lvm.ErrMetadataSnapHeld}, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_METADATA_SNAPSHOT_HELD},
+	{[]error{lvm.ErrThick}, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_THICK},
 	{[]error{lvm.ErrUnavailable}, codes.FailedPrecondition, pb.ErrorReason_ERROR_REASON_DEVICE_CLASS_UNAVAILABLE},
 	{[]error{lvm.ErrNotFound}, codes.NotFound, pb.ErrorReason_ERROR_REASON_NOT_FOUND},
 	// The lvm shell died under the command: the caller retries, and lvmd

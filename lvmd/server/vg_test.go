@@ -36,7 +36,7 @@ var (
 	// ssd: virtual room 8 x 2 - 7 - 1 spare = 8 GiB; real room
 	// (8 - 2 used - 1 spare) x 2 = 10 GiB.
 	ssdCapacity = &pb.DeviceClassCapacity{
-		DeviceClass: "ssd", VolumeGroup: "vg0", ThinPool: "pool", Default: true,
+		DeviceClass: "ssd", Type: "thin", VolumeGroup: "vg0", ThinPool: "pool", Default: true,
 		VgSizeBytes: 20 * gib, VgFreeBytes: 10 * gib, ThinPoolSizeBytes: 8 * gib,
 		DataPercent: 25, MetadataPercent: 10, DataUsedBytes: 2 * gib, VirtualBytes: 7 * gib,
 		OverprovisionRatio: 2, AvailableBytes: 8 * gib, LvCount: 2, WhenFull: "error",
@@ -44,7 +44,7 @@ var (
 	// hdd, autoextend on: the pool may grow by the VG's 3 GiB free. Virtual
 	// room 7 x 1 - 0 = 7 GiB; real room (7 - 2 used) x 1 = 5 GiB.
 	hddCapacity = &pb.DeviceClassCapacity{
-		DeviceClass: "hdd", VolumeGroup: "vg1", ThinPool: "tp",
+		DeviceClass: "hdd", Type: "thin", VolumeGroup: "vg1", ThinPool: "tp",
 		VgSizeBytes: 8 * gib, VgFreeBytes: 3 * gib, ThinPoolSizeBytes: 4 * gib,
 		DataPercent: 50, MetadataPercent: 5, DataUsedBytes: 2 * gib,
 		OverprovisionRatio: 1, AvailableBytes: 5 * gib, WhenFull: "queue",
@@ -190,7 +190,7 @@ func TestGetCapacityRealUse(t *testing.T) {
 
 func cloneCapacity(c *pb.DeviceClassCapacity) *pb.DeviceClassCapacity {
 	return &pb.DeviceClassCapacity{
-		DeviceClass: c.DeviceClass, VolumeGroup: c.VolumeGroup, ThinPool: c.ThinPool, Default: c.Default,
+		DeviceClass: c.DeviceClass, Type: c.Type, VolumeGroup: c.VolumeGroup, ThinPool: c.ThinPool, Default: c.Default,
 		VgSizeBytes: c.VgSizeBytes, VgFreeBytes: c.VgFreeBytes, ThinPoolSizeBytes: c.ThinPoolSizeBytes,
 		DataPercent: c.DataPercent, MetadataPercent: c.MetadataPercent, DataUsedBytes: c.DataUsedBytes,
 		VirtualBytes: c.VirtualBytes, OverprovisionRatio: c.OverprovisionRatio, AvailableBytes: c.AvailableBytes, LvCount: c.LvCount,

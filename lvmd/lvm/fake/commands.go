@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/thinlvm/thinlvm/api/lvmname"
 )
@@ -51,6 +52,9 @@ func (r *Runner) lvcreate(c *command) (string, error) {
 			return "", c.fail("Invalid tag %s.", t)
 		}
 	}
+	if !c.bools["--thin"] && !c.bools["--snapshot"] {
+		return r.createLinear(c, name, tags)
+	}
 	vgName, from, err := c.target()
 	if err != nil {
 		return "", err
@@ -61,6 +65,10 @@ func (r *Runner) lvcreate(c *command) (string, error) {
 	}
 	lv := LV{VG: vgName, Name: name, Tags: slices.Clone(tags)}
 	switch {
+	case c.bools["--snapshot"] && !c.bools["--thin"] && r.lv(vgName, from) != nil && r.lv(vgName, from).Pool == "":
+		if err := r.cowSnapshot(c, vg, &lv, r.lv(vgName, from)); err != nil {
+			return "", err
+		}
 	case c.bools["--thin"] && !c.bools["--snapshot"]:
 		p := r.pool(vgName, from)
 		if p == nil {
@@ -129,16 +137,7 @@ func (r *Runner) lvcreate(c *command) (string, error) {
 	default:
 		return "", c.unsupported("lvcreate without exactly one of --thin and --snapshot")
 	}
-	if err := r.writeMetadata(c, vg, lvMetadataBytes(&lv)); err != nil {
-		return "", err
-	}
-	if err := r.backDevice(c, &lv); err != nil {
-		return "", err
-	}
-	lv.UUID = r.uuid()
-	r.thinID(&lv)
-	r.LVs = append(r.LVs, lv)
-	return fmt.Sprintf("  Logical volume \"%s\" created.\n", name), nil
+	return r.addLV(c, vg, lv)
 }
 
 func (r *Runner) lvextend(c *command) (string, error) {
@@ -183,6 +182,14 @@ func (r *Runner) lvextend(c *command) (string, error) {
 	}
 	if p != nil {
 		return r.growPool(c, vg, p, size-p.Size)
+	}
+	if lv := r.lv(vgName, name); lv.Pool == "" {
+		if lv.Origin != "" {
+			return "", c.unsupported("extending snapshot %s/%s", vgName, name)
+		}
+		if err := takeExtents(c, vg, size-lv.Size); err != nil {
+			return "", err
+		}
 	}
 	if r.DevDir != "" {
 		if err := os.Truncate(r.devicePath(vgName, name), int64(size)); err != nil {
@@ -367,6 +374,20 @@ func (r *Runner) lvremove(c *command) (string, error) {
 			return "", c.fail("device of %s/%s: %v", vgName, name, err)
 		}
 	}
+	if lv := r.LVs[i]; lv.Pool == "" {
+		vg := r.vg(vgName)
+		vg.Free += lv.Size
+		if lv.Origin == "" {
+			// A thick LV's snapshots go with it.
+			for _, o := range r.LVs {
+				if o.VG == vgName && o.Origin == name {
+					vg.Free += o.Size
+				}
+			}
+			r.LVs = slices.DeleteFunc(r.LVs, func(o LV) bool { return o.VG == vgName && o.Origin == name })
+			i = slices.IndexFunc(r.LVs, func(lv LV) bool { return lv.VG == vgName && lv.Name == name })
+		}
+	}
 	r.LVs = slices.Delete(r.LVs, i, i+1)
 	for j := range r.LVs {
 		if r.LVs[j].VG == vgName && r.LVs[j].Origin == name {
@@ -374,6 +395,82 @@ func (r *Runner) lvremove(c *command) (string, error) {
 		}
 	}
 	return fmt.Sprintf("  Logical volume \"%s\" successfully removed.\n", name), nil
+}
+
+// createLinear is lvcreate --size of a thick LV, taken from the VG's free
+// extents.
+func (r *Runner) createLinear(c *command, name string, tags []string) (string, error) {
+	if len(c.pos) != 1 || strings.Contains(c.pos[0], "/") {
+		return "", c.unsupported("positional arguments %q (a thick LV's VG alone)", c.pos)
+	}
+	if len(c.values["--activate"]) > 0 || len(c.values["--permission"]) > 0 || len(c.values["--setactivationskip"]) > 0 {
+		return "", c.unsupported("activation or permission options for a thick LV")
+	}
+	vg, err := r.lookupVG(c, c.pos[0])
+	if err != nil {
+		return "", err
+	}
+	size, err := c.bytesArg("--size")
+	if err != nil {
+		return "", err
+	}
+	lv := LV{VG: vg.Name, Name: name, Tags: slices.Clone(tags), Size: roundUp(size, extentSize(vg))}
+	if r.nameTaken(vg.Name, name) {
+		return "", c.fail("Logical Volume \"%s\" already exists in volume group \"%s\"", name, vg.Name)
+	}
+	if err := takeExtents(c, vg, lv.Size); err != nil {
+		return "", err
+	}
+	return r.addLV(c, vg, lv)
+}
+
+// cowSnapshot fills lv as lvcreate --snapshot --size makes a snapshot of
+// the thick LV src: a copy-on-write store of that size, from the VG.
+func (r *Runner) cowSnapshot(c *command, vg *VG, lv, src *LV) error {
+	if src.Origin != "" {
+		return c.unsupported("snapshot of snapshot %s/%s", src.VG, src.Name)
+	}
+	size, err := c.bytesArg("--size")
+	if err != nil {
+		return err
+	}
+	if r.nameTaken(vg.Name, lv.Name) {
+		return c.fail("Logical Volume \"%s\" already exists in volume group \"%s\"", lv.Name, vg.Name)
+	}
+	if v, ok := c.value("--permission"); !ok || v != "r" {
+		return c.unsupported("a thick LV's snapshot that is not read-only")
+	}
+	lv.Origin, lv.ReadOnly, lv.Size = src.Name, true, roundUp(size, extentSize(vg))
+	return takeExtents(c, vg, lv.Size)
+}
+
+// takeExtents takes size bytes from vg's free extents, or is lvm's refusal.
+func takeExtents(c *command, vg *VG, size uint64) error {
+	ext := extentSize(vg)
+	if size > vg.Free {
+		return c.fail("Volume group \"%s\" has insufficient free space (%d extents): %d required.", vg.Name, vg.Free/ext, size/ext)
+	}
+	vg.Free -= size
+	return nil
+}
+
+// addLV writes a new LV's metadata and device, and adds it.
+func (r *Runner) addLV(c *command, vg *VG, lv LV) (string, error) {
+	if err := r.writeMetadata(c, vg, lvMetadataBytes(&lv)); err != nil {
+		if lv.Pool == "" {
+			vg.Free += lv.Size // lvm changed nothing
+		}
+		return "", err
+	}
+	if err := r.backDevice(c, &lv); err != nil {
+		return "", err
+	}
+	lv.UUID = r.uuid()
+	if lv.Pool != "" {
+		r.thinID(&lv)
+	}
+	r.LVs = append(r.LVs, lv)
+	return fmt.Sprintf("  Logical volume \"%s\" created.\n", lv.Name), nil
 }
 
 // devicePath is where an LV's device node is.
@@ -393,7 +490,11 @@ func (r *Runner) backDevice(c *command, lv *LV) error {
 		return nil
 	}
 	var data []byte
+	size := lv.Size
 	if lv.Origin != "" {
+		if lv.Pool == "" { // a copy-on-write snapshot: its origin's size
+			size = r.lv(lv.VG, lv.Origin).Size
+		}
 		var err error
 		if data, err = os.ReadFile(r.devicePath(lv.VG, lv.Origin)); err != nil {
 			return c.fail("device of origin %s/%s: %v", lv.VG, lv.Origin, err)
@@ -405,7 +506,7 @@ func (r *Runner) backDevice(c *command, lv *LV) error {
 		err = os.WriteFile(path, data, 0o600)
 	}
 	if err == nil {
-		err = os.Truncate(path, int64(lv.Size))
+		err = os.Truncate(path, int64(size))
 	}
 	if err != nil {
 		return c.fail("device of %s/%s: %v", lv.VG, lv.Name, err)

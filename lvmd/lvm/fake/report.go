@@ -145,7 +145,8 @@ func (r *Runner) vgReport(c *command, vg *VG, fields map[string][]string) (strin
 			if lv.UUID == "" {
 				lv.UUID = r.uuid()
 			}
-			lvs = append(lvs, named{lv.Name, lvRow(lv, r.DevDir)})
+			snaps := slices.ContainsFunc(r.LVs, func(o LV) bool { return o.VG == lv.VG && o.Origin == lv.Name })
+			lvs = append(lvs, named{lv.Name, lvRow(lv, snaps, r.DevDir)})
 		}
 	}
 	sort.Slice(lvs, func(i, j int) bool { return lvs[i].name < lvs[j].name })
@@ -240,7 +241,7 @@ func poolRow(p *Pool) row {
 	}
 }
 
-func lvRow(lv *LV, devDir string) row {
+func lvRow(lv *LV, hasSnapshots bool, devDir string) row {
 	return func(f string) (string, bool) {
 		switch f {
 		case "lv_uuid":
@@ -254,7 +255,7 @@ func lvRow(lv *LV, devDir string) row {
 		case "lv_size":
 			return strconv.FormatUint(lv.Size, 10), true
 		case "lv_attr":
-			return attr(lv), true
+			return attr(lv, hasSnapshots), true
 		case "lv_tags":
 			return strings.Join(lv.Tags, ","), true
 		case "origin":
@@ -271,6 +272,9 @@ func lvRow(lv *LV, devDir string) row {
 		case "metadata_percent", "lv_when_full":
 			return "", true
 		case "thin_id":
+			if lv.Pool == "" {
+				return "", true // lvm reports none for a thick LV
+			}
 			return strconv.FormatUint(uint64(lv.ThinID), 10), true
 		case "chunk_size":
 			return "0", true
@@ -305,9 +309,19 @@ func (r *Runner) thinID(lv *LV) uint32 {
 	return lv.ThinID
 }
 
-// attr is a thin LV's lv_attr, e.g. "Vwi-a-tz--", "Vri---tz-k".
-func attr(lv *LV) string {
+// attr is an LV's lv_attr, e.g. "Vwi-a-tz--", "Vri---tz-k"; a thick LV's
+// "-wi-a-----", "owi-a-s---" with snapshots, "sri-a-s---" a snapshot.
+func attr(lv *LV, hasSnapshots bool) string {
 	a := []byte("Vwi-a-tz--")
+	switch {
+	case lv.Pool != "":
+	case lv.Origin != "":
+		a = []byte("swi-a-s---")
+	case hasSnapshots:
+		a = []byte("owi-a-s---")
+	default:
+		a = []byte("-wi-a-----")
+	}
 	if lv.ReadOnly {
 		a[1] = 'r'
 	}
