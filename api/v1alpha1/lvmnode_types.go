@@ -5,11 +5,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// DeviceClassType is how a device class allocates its volumes.
+// +kubebuilder:validation:Enum=thin;thick
+type DeviceClassType string
+
+const (
+	// DeviceClassThin carves thin LVs from a thin pool.
+	DeviceClassThin DeviceClassType = "thin"
+	// DeviceClassThick allocates LVs from the volume group's free extents.
+	DeviceClassThick DeviceClassType = "thick"
+)
+
 // DeviceClassStatus is one device class's capacity as lvmd reports it.
 type DeviceClassStatus struct {
 	// Name is the device class.
 	Name string `json:"name"`
-	// VolumeGroup and ThinPool are the class's LVM VG and thin pool.
+	// Type is "thick" for a class that allocates its LVs from the volume
+	// group's free extents: no thin pool, no snapshots, no golden bases;
+	// empty (or "thin") for a thin pool's.
+	// +optional
+	Type DeviceClassType `json:"type,omitempty"`
+	// VolumeGroup and ThinPool are the class's LVM VG and thin pool (empty
+	// in a thick class).
 	VolumeGroup string `json:"volumeGroup"`
 	ThinPool    string `json:"thinPool"`
 	// Default marks the node's default class.

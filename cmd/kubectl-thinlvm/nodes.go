@@ -19,9 +19,12 @@ type NodeClass struct {
 	Node        string `json:"node"`
 	DeviceClass string `json:"deviceClass"`
 	Default     bool   `json:"default,omitempty"`
+	// Type is "thick" for a class without a thin pool.
+	Type        string `json:"type,omitempty"`
 	VolumeGroup string `json:"volumeGroup"`
 	ThinPool    string `json:"thinPool"`
-	// Capacity is the thin pool's size; Used, what its data takes.
+	// Capacity is the thin pool's size (a thick class's: the volume
+	// group's); Used, what its data takes (the VG's allocated extents).
 	Capacity resource.Quantity `json:"capacity"`
 	Used     resource.Quantity `json:"used"`
 	// Virtual is the thin LVs' sizes added up; Available, what new volumes
@@ -85,12 +88,15 @@ func nodes(ctx context.Context, o *options, names []string) error {
 			if n.VGMetadataLVsLeft != nil {
 				left = strconv.Itoa(int(*n.VGMetadataLVsLeft))
 			}
-			class := n.DeviceClass
+			class, pool := n.DeviceClass, n.ThinPool
+			if n.Type == string(thinlvmv1.DeviceClassThick) {
+				pool = "(thick)"
+			}
 			if n.Default {
 				class += " (default)"
 			}
 			return []any{n.Node, class, n.Capacity.String(), n.Used.String(), n.Available.String(), n.DataPercent, n.MetadataPercent,
-				left, strconv.Itoa(len(n.GoldenBases)), n.Health, n.VolumeGroup, n.ThinPool, n.Virtual.String(), n.OverprovisionRatio, strconv.Itoa(int(n.LVs))}
+				left, strconv.Itoa(len(n.GoldenBases)), n.Health, n.VolumeGroup, pool, n.Virtual.String(), n.OverprovisionRatio, strconv.Itoa(int(n.LVs))}
 		},
 	}
 	for i := range list.Items {
@@ -125,6 +131,11 @@ func nodeClass(ln *thinlvmv1.LVMNode, dc thinlvmv1.DeviceClassStatus) NodeClass 
 	n := NodeClass{Node: ln.Name, DeviceClass: dc.Name, Default: dc.Default, VolumeGroup: dc.VolumeGroup, ThinPool: dc.ThinPool,
 		Capacity: dc.PoolSize, Used: dc.DataUsed, Virtual: dc.Virtual, Available: dc.Available, OverprovisionRatio: dc.OverprovisionRatio,
 		DataPercent: dc.DataPercent, MetadataPercent: dc.MetadataPercent, LVs: dc.LVCount, Health: "Ready"}
+	if dc.Type == thinlvmv1.DeviceClassThick {
+		n.Type, n.Capacity = string(dc.Type), dc.VGSize
+		n.Used = dc.VGSize.DeepCopy()
+		n.Used.Sub(dc.VGFree)
+	}
 	for _, b := range ln.Status.GoldenBases {
 		if in := ln.Status.DeviceClass(b.DeviceClass); in == nil || in.Name != dc.Name {
 			continue

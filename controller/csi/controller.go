@@ -292,6 +292,9 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 		if err != nil {
 			return nil, kubestatus.Errorf(err, "get source %s", req.GetSourceVolumeId())
 		}
+		if err := s.refuseThick(ctx, src); err != nil {
+			return nil, err
+		}
 		lv = &thinlvmv1.LogicalVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: thinlvmv1.LogicalVolumeSpec{Name: req.GetName(), NodeName: src.Spec.NodeName, DeviceClass: src.Spec.DeviceClass,
@@ -310,6 +313,24 @@ func (s *ControllerServer) CreateSnapshot(ctx context.Context, req *csi.CreateSn
 		return nil, err
 	}
 	return &csi.CreateSnapshotResponse{Snapshot: toSnapshot(lv)}, nil
+}
+
+// refuseThick refuses a snapshot of a volume whose device class is thick
+// on its node (its LVMNode says so): a thick LV has no thin snapshot, and
+// nothing is made for it.
+func (s *ControllerServer) refuseThick(ctx context.Context, src *thinlvmv1.LogicalVolume) error {
+	ln := &thinlvmv1.LVMNode{}
+	if err := s.Client.Get(ctx, types.NamespacedName{Name: src.Spec.NodeName}, ln); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // the node agent refuses it then
+		}
+		return kubestatus.Errorf(err, "get LVMNode %s", src.Spec.NodeName)
+	}
+	if dc := ln.Status.DeviceClass(src.Spec.DeviceClass); dc != nil && dc.Type == thinlvmv1.DeviceClassThick {
+		return status.Errorf(codes.FailedPrecondition, "volume %s is in device class %s, which is thick: thick volumes have no snapshots (clone the volume instead, which copies it)",
+			src.Name, dc.Name)
+	}
+	return nil
 }
 
 // DeleteSnapshot implements csi.ControllerServer. An absent snapshot is

@@ -114,6 +114,21 @@ func (r *Reconciler) fill(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *p
 	}
 }
 
+// checkThin refuses, for good, a golden image whose device class is thick
+// on this node: its VM disks are thin snapshots of the base, which a thick
+// class has not.
+func (r *Reconciler) checkThin(ctx context.Context, gi *thinlvmv1.GoldenImage) error {
+	ln := &thinlvmv1.LVMNode{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, ln); err != nil {
+		return client.IgnoreNotFound(err) // not published yet: lvmd's own refusal stands behind
+	}
+	if dc := ln.Status.DeviceClass(gi.Spec.DeviceClass); dc != nil && dc.Type == thinlvmv1.DeviceClassThick {
+		return fmt.Errorf("%w: device class %s is thick on node %s: a golden image's disks are thin snapshots of its base, so it needs a thin device class",
+			diskimage.ErrPermanent, dc.Name, r.NodeName)
+	}
+	return nil
+}
+
 // errPeer marks a failed copy from a peer.
 var errPeer = errors.New("copy from a peer")
 
@@ -121,6 +136,9 @@ var errPeer = errors.New("copy from a peer")
 // says why the population waits: for something another party does, not a
 // failure.
 func (r *Reconciler) fillOnce(ctx context.Context, gi *thinlvmv1.GoldenImage, pop *population, failures int) (n int64, waiting string, err error) {
+	if err := r.checkThin(ctx, gi); err != nil {
+		return 0, "", err
+	}
 	src := &gi.Spec.Source
 	if src.FromVolume() {
 		sv := gi.Status.SourceVolume

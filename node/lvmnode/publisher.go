@@ -285,13 +285,17 @@ func (p *Publisher) recordChanges(ln *thinlvmv1.LVMNode, before, now []thinlvmv1
 	for _, c := range now {
 		o, known := old[c.Name]
 		pool := c.VolumeGroup + "/" + c.ThinPool
+		found := "thin pool " + pool
+		if c.Type == thinlvmv1.DeviceClassThick {
+			found = "volume group " + c.VolumeGroup
+		}
 		switch {
 		case c.Unavailable != "" && c.Unavailable != o.Unavailable:
 			p.Recorder.Eventf(ln, nil, corev1.EventTypeWarning, thinlvmv1.ReasonDeviceClassUnavailable, "CheckCapacity",
 				"device class %s: %s on this node: it serves no volumes until the volume group and thin pool are made (lvmd looks again at every refresh)", c.Name, c.Unavailable)
 		case c.Unavailable == "" && known && o.Unavailable != "":
 			p.Recorder.Eventf(ln, nil, corev1.EventTypeNormal, thinlvmv1.ReasonDeviceClassAvailable, "CheckCapacity",
-				"device class %s: thin pool %s found: it serves volumes", c.Name, pool)
+				"device class %s: %s found: it serves volumes", c.Name, found)
 		}
 		if c.Unavailable != "" {
 			continue // no pool to tell of
@@ -362,7 +366,7 @@ func DeviceClasses(resp *pb.GetCapacityResponse) []thinlvmv1.DeviceClassStatus {
 	out := make([]thinlvmv1.DeviceClassStatus, 0, len(resp.GetDeviceClasses()))
 	for _, c := range resp.GetDeviceClasses() {
 		out = append(out, thinlvmv1.DeviceClassStatus{
-			Name: c.GetDeviceClass(), VolumeGroup: c.GetVolumeGroup(), ThinPool: c.GetThinPool(), Default: c.GetDefault(),
+			Name: c.GetDeviceClass(), Type: classType(c), VolumeGroup: c.GetVolumeGroup(), ThinPool: c.GetThinPool(), Default: c.GetDefault(),
 			VGSize: q(c.GetVgSizeBytes()), VGFree: q(c.GetVgFreeBytes()), PoolSize: q(c.GetThinPoolSizeBytes()),
 			DataUsed: q(c.GetDataUsedBytes()), Virtual: q(c.GetVirtualBytes()), Available: q(c.GetAvailableBytes()),
 			DataPercent:        strconv.FormatFloat(c.GetDataPercent(), 'f', 2, 64),
@@ -376,6 +380,15 @@ func DeviceClasses(resp *pb.GetCapacityResponse) []thinlvmv1.DeviceClassStatus {
 		})
 	}
 	return out
+}
+
+// classType is the status's type of a class: "thick", or empty for a thin
+// class (and from an lvmd older than the types).
+func classType(c *pb.DeviceClassCapacity) thinlvmv1.DeviceClassType {
+	if c.GetType() == string(thinlvmv1.DeviceClassThick) {
+		return thinlvmv1.DeviceClassThick
+	}
+	return ""
 }
 
 // vgMetadata is the VG metadata area of a device class, or nil when lvmd

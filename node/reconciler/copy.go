@@ -98,6 +98,9 @@ func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.Lo
 		return outcome{}, err
 	}
 	if r.Copier == nil {
+		if from.Spec.NodeName == lv.Spec.NodeName {
+			return outcome{}, refuse(thinlvmv1.ReasonUnsupported, "source LogicalVolume %s is thick, and this agent has no transfer endpoint to copy it through (no transfer endpoint configured)", from.Name)
+		}
 		return outcome{}, refuse(thinlvmv1.ReasonUnsupported, "source LogicalVolume %s is on node %s and this agent copies from no other node (no transfer endpoint configured)", from.Name, from.Spec.NodeName)
 	}
 	if found != nil {

@@ -8,19 +8,28 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
+	"github.com/thinlvm/thinlvm/internal/testutil"
+	"github.com/thinlvm/thinlvm/lvmd/config"
+	"github.com/thinlvm/thinlvm/lvmd/lvm/fake"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/lvmd"
+	"github.com/thinlvm/thinlvm/node/reconciler"
 	"github.com/thinlvm/thinlvm/node/transfer"
 	transferpb "github.com/thinlvm/thinlvm/node/transfer/proto"
 	"github.com/thinlvm/thinlvm/node/transfer/transfertest"
@@ -316,5 +325,168 @@ func TestCopyResumesABrokenRead(t *testing.T) {
 	}
 	if !bytes.Equal(lb.Data(t, clone.Name), want) {
 		t.Error("the resumed copy differs from the source")
+	}
+}
+
+// startThickLVMD runs lvmd with one device class, "ssd" (the default),
+// thick on volume group vg0 (1 GiB, all free): no thin pool. Its LVs are
+// backed by files in a test directory.
+func startThickLVMD(t *testing.T) *lvmdtest.LVMD {
+	t.Helper()
+	cfg := &config.Config{DeviceClasses: []config.DeviceClass{{Name: "ssd", Type: config.Thick, VolumeGroup: "vg0", Default: true}}}
+	cfg.Default()
+	return lvmdtest.Start(t, lvmdtest.Options{Config: cfg, DevDir: t.TempDir(),
+		Runner: &fake.Runner{VGs: []fake.VG{{Name: "vg0", UUID: "vg0-uuid", Size: 1 << 30, Free: 1 << 30}}}})
+}
+
+// snapshotRecorder records the CreateSnapshot requests an agent sends
+// lvmd; the transfer endpoint's own (its transient snapshot) go past it.
+type snapshotRecorder struct {
+	lvmd.Client
+	mu   sync.Mutex
+	reqs []*pb.CreateSnapshotRequest
+}
+
+func (r *snapshotRecorder) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRequest, opts ...grpc.CallOption) (*pb.CreateSnapshotResponse, error) {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req)
+	r.mu.Unlock()
+	return r.Client.CreateSnapshot(ctx, req, opts...)
+}
+
+func (r *snapshotRecorder) requests() []*pb.CreateSnapshotRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reqs)
+}
+
+// A thick LV has no thin snapshot: a clone of one on its own node is made
+// by the copy path, through the node's own transfer endpoint, as from
+// another node, and is byte-identical; the agent asks lvmd for no
+// snapshot. A VolumeSnapshot of a thick volume is refused for good
+// (Unsupported), and nothing is made for it.
+func TestThickSourceIsCopiedOnItsOwnNode(t *testing.T) {
+	ctx := context.Background()
+	node := newNodeName()
+	l := startThickLVMD(t)
+	serveTransfer(t, node, l)
+	rec := &snapshotRecorder{}
+	startAgentWith(t, node, l, agentOptions{copier: transfertest.Copier(node, k8sClient),
+		wrapLVMD: func(c lvmd.Client) lvmd.Client { rec.Client = c; return rec }})
+
+	origin := newLV("pvc-thick-src", node, "16Mi")
+	if err := k8sClient.Create(ctx, origin); err != nil {
+		t.Fatal(err)
+	}
+	readyLV(t, origin.Name)
+	src, ok := l.LV(t, origin.Name)
+	if !ok || !src.GetThick() {
+		t.Fatalf("the source's LV %v: want a thick LV", src)
+	}
+	writeAt(t, src.GetDevicePath(), 0, bytes.Repeat([]byte("thick! "), 3<<20/7))
+	writeAt(t, src.GetDevicePath(), 10<<20, bytes.Repeat([]byte{0x5a}, 1<<20))
+	want := l.Data(t, origin.Name)
+
+	clone := newLV("pvc-thick-clone", node, "16Mi")
+	clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: origin.Name}
+	if err := k8sClient.Create(ctx, clone); err != nil {
+		t.Fatal(err)
+	}
+	got := readyLV(t, clone.Name)
+	st := got.Status.Transfer
+	if st == nil || st.Mode != thinlvmv1.TransferMapped || st.SourceNode != node || st.BytesTotal != 16<<20 || st.BytesDone != st.BytesTotal ||
+		st.CompletionTime == nil || st.Attempts != 1 {
+		t.Errorf("transfer status %+v, want all 16 MiB copied (mapped) from the node itself, %s", st, node)
+	}
+	if !bytes.Equal(l.Data(t, clone.Name), want) {
+		t.Error("the copy differs from the source")
+	}
+	lv, ok := l.LV(t, clone.Name)
+	if !ok || !lv.GetThick() || lv.GetOrigin() != "" || slices.Contains(lv.GetTags(), thinlvmv1.IncompleteTag) {
+		t.Errorf("the clone's LV %v: want a complete thick LV of no origin", lv)
+	}
+	if _, ok := l.LV(t, thinlvmv1.TransferLVName(clone.Name)); ok {
+		t.Error("the transfer snapshot of the source is left")
+	}
+
+	snap := newLV("snapshot-thick", node, "16Mi")
+	snap.Spec.Role = thinlvmv1.RoleSnapshot
+	snap.Spec.AccessType = thinlvmv1.AccessReadOnly
+	snap.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: origin.Name}
+	if err := k8sClient.Create(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the snapshot to fail with Unsupported", func() bool {
+		c := meta.FindStatusCondition(get(t, snap.Name).Status.Conditions, thinlvmv1.ConditionFailed)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == thinlvmv1.ReasonUnsupported
+	})
+	s := get(t, snap.Name)
+	if c := meta.FindStatusCondition(s.Status.Conditions, thinlvmv1.ConditionFailed); !strings.Contains(c.Message, "thick: its volumes have no snapshots") {
+		t.Errorf("Failed condition %+v: want it to say the class is thick", c)
+	}
+	if meta.IsStatusConditionTrue(s.Status.Conditions, thinlvmv1.ConditionReady) || s.Status.Transfer != nil {
+		t.Errorf("the refused snapshot's status %+v: want not Ready, no copy", s.Status)
+	}
+	if _, ok := l.LV(t, thinlvmv1.LVName(s)); ok {
+		t.Error("an LV was made for a snapshot of a thick volume")
+	}
+	if reqs := rec.requests(); len(reqs) != 0 {
+		t.Errorf("the agent asked lvmd for snapshots of a thick class: %v", reqs)
+	}
+
+	for _, name := range []string{snap.Name, clone.Name, origin.Name} {
+		if err := k8sClient.Delete(ctx, get(t, name)); err != nil {
+			t.Fatal(err)
+		}
+		gone(t, name)
+	}
+	if names := l.LVNames(t); len(names) != 0 {
+		t.Errorf("LVs left: %v", names)
+	}
+}
+
+// An agent that copies from no node (no transfer endpoint) refuses a
+// clone of a thick volume of its own node, saying why: a thick LV has no
+// snapshot to make it from. No agent runs: the test
+// reconciles the clone itself.
+func TestThickSourceWithoutCopierIsUnsupported(t *testing.T) {
+	ctx := context.Background()
+	node := newNodeName()
+	l := startThickLVMD(t)
+	rec := &snapshotRecorder{Client: l}
+	if _, err := l.CreateLV(ctx, &pb.CreateLVRequest{Name: "pvc-thick-alone", SizeBytes: 16 << 20, Tags: []string{reconciler.OwnerTagPrefix + "pvc-thick-alone"}}); err != nil {
+		t.Fatal(err)
+	}
+	src := newLV("pvc-thick-alone", node, "16Mi")
+	clone := newLV("pvc-thick-alone-clone", node, "16Mi")
+	clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: src.Name}
+	for _, o := range []*thinlvmv1.LogicalVolume{src, clone} {
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &reconciler.LogicalVolumeReconciler{Client: k8sClient, LVMD: rec, NodeName: node}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: clone.Name}}); err != nil {
+		t.Fatal(err) // Unsupported waits for a change of the spec: no error to retry
+	}
+	c := meta.FindStatusCondition(get(t, clone.Name).Status.Conditions, thinlvmv1.ConditionFailed)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != thinlvmv1.ReasonUnsupported || !strings.Contains(c.Message, "is thick, and this agent has no transfer endpoint") {
+		t.Errorf("Failed condition %+v: want Unsupported, as the copy path refuses without a transfer endpoint", c)
+	}
+	if reqs := rec.requests(); len(reqs) != 0 {
+		t.Errorf("the agent asked lvmd for a snapshot of a thick LV: %v", reqs)
+	}
+	if _, ok := l.LV(t, clone.Name); ok {
+		t.Error("an LV was made for the refused clone")
+	}
+	for _, name := range []string{clone.Name, src.Name} {
+		o := get(t, name)
+		o.Finalizers = nil
+		if err := k8sClient.Update(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8sClient.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -317,6 +317,8 @@ func reasonOf(err error) string {
 		return thinlvmv1.ReasonForeignLV
 	case pb.ErrorReason_ERROR_REASON_DEVICE_CLASS_UNAVAILABLE:
 		return thinlvmv1.ReasonDeviceClassUnavailable
+	case pb.ErrorReason_ERROR_REASON_THICK:
+		return thinlvmv1.ReasonUnsupported
 	case pb.ErrorReason_ERROR_REASON_POOL_NOT_ACTIVE, pb.ErrorReason_ERROR_REASON_METADATA_SNAPSHOT_HELD:
 		return thinlvmv1.ReasonLVMFailed
 	}
@@ -386,8 +388,9 @@ func (r *LogicalVolumeReconciler) baseLV(ctx context.Context, lv *thinlvmv1.Logi
 }
 
 // foundSource is what sourceLV found a volume's source to be: an LV on this
-// node (lv), a LogicalVolume on another node whose data is copied from
-// there (remote), or a golden base not made yet (waiting says why).
+// node (lv), a LogicalVolume whose data is copied (remote: on another node,
+// or a thick LV on this one), or a golden base not made yet (waiting says
+// why).
 type foundSource struct {
 	lv      string
 	remote  *thinlvmv1.LogicalVolume
@@ -435,6 +438,14 @@ func (r *LogicalVolumeReconciler) sourceLV(ctx context.Context, lv *thinlvmv1.Lo
 	if !ownedBy(got.GetVolume(), from) {
 		return foundSource{}, refuse(thinlvmv1.ReasonSourceMismatch, "LV %s is not the LV of source LogicalVolume %s (tags %v)", name, src.Name, got.GetVolume().GetTags())
 	}
+	if got.GetVolume().GetThick() {
+		// No thin snapshot of a thick LV: a clone copies it, through this
+		// node's own transfer endpoint as from another node's.
+		if lv.Spec.Role == thinlvmv1.RoleSnapshot {
+			return foundSource{}, refuse(thinlvmv1.ReasonUnsupported, "device class %s is thick: its volumes have no snapshots", lv.Spec.DeviceClass)
+		}
+		return foundSource{remote: from}, nil
+	}
 	return foundSource{lv: name}, nil
 }
 
@@ -456,7 +467,7 @@ func (r *LogicalVolumeReconciler) remoteSource(ctx context.Context, lv *thinlvmv
 		return nil, err
 	}
 	if src.remote == nil {
-		return nil, refuse(thinlvmv1.ReasonConflict, "LV %s is marked %q but its source is not on another node", thinlvmv1.LVName(lv), thinlvmv1.IncompleteTag)
+		return nil, refuse(thinlvmv1.ReasonConflict, "LV %s is marked %q but its source is neither on another node nor thick", thinlvmv1.LVName(lv), thinlvmv1.IncompleteTag)
 	}
 	return src.remote, nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/thinlvm/thinlvm/internal/testutil"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+	"github.com/thinlvm/thinlvm/node/lvmd"
 	"github.com/thinlvm/thinlvm/node/reconciler"
 	"github.com/thinlvm/thinlvm/node/transfer"
 )
@@ -56,6 +57,8 @@ type agentOptions struct {
 	metrics *reconciler.Metrics
 	// copier, when set, copies volumes from other nodes.
 	copier *transfer.Copier
+	// wrapLVMD, when set, wraps the agent's lvmd client.
+	wrapLVMD func(lvmd.Client) lvmd.Client
 }
 
 // startAgentWith is startAgentOn with o. Every agent runs the start-up
@@ -74,7 +77,11 @@ func startAgentWith(t *testing.T, node string, f *lvmdtest.LVMD, o agentOptions)
 	if o.wrap != nil {
 		c = o.wrap(c)
 	}
-	r := &reconciler.LogicalVolumeReconciler{Client: c, LVMD: f, NodeName: node, RetryAfter: 200 * time.Millisecond,
+	var l lvmd.Client = f
+	if o.wrapLVMD != nil {
+		l = o.wrapLVMD(l)
+	}
+	r := &reconciler.LogicalVolumeReconciler{Client: c, LVMD: l, NodeName: node, RetryAfter: 200 * time.Millisecond,
 		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("thinlvm-node"), Metrics: o.metrics,
 		Copier: o.copier, CopyPoll: 100 * time.Millisecond}
 	if err := r.SetupWithManager(mgr); err != nil {

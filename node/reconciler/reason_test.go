@@ -29,6 +29,7 @@ func TestReasonOf(t *testing.T) {
 		{"LV not thinlvm's", lvmdError(codes.FailedPrecondition, "without the thinlvm tag", pb.ErrorReason_ERROR_REASON_NOT_MANAGED), thinlvmv1.ReasonForeignLV},
 		{"LV not thinlvm's, older lvmd", status.Error(codes.FailedPrecondition, "without the thinlvm tag"), thinlvmv1.ReasonForeignLV},
 		{"VG missing", lvmdError(codes.FailedPrecondition, "device class unavailable", pb.ErrorReason_ERROR_REASON_DEVICE_CLASS_UNAVAILABLE), thinlvmv1.ReasonDeviceClassUnavailable},
+		{"snapshot in a thick class", lvmdError(codes.FailedPrecondition, "device class hdd is thick: its volumes have no snapshots", pb.ErrorReason_ERROR_REASON_THICK), thinlvmv1.ReasonUnsupported},
 		{"pool not active", lvmdError(codes.FailedPrecondition, "not active", pb.ErrorReason_ERROR_REASON_POOL_NOT_ACTIVE), thinlvmv1.ReasonLVMFailed},
 		{"wrapped lvmd reason", fmt.Errorf("create: %w", lvmdError(codes.FailedPrecondition, "device class unavailable", pb.ErrorReason_ERROR_REASON_DEVICE_CLASS_UNAVAILABLE)), thinlvmv1.ReasonDeviceClassUnavailable},
 		{"older lvmd", status.Error(codes.Unimplemented, "method ChangeLV"), thinlvmv1.ReasonUnsupported},

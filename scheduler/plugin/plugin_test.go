@@ -703,3 +703,68 @@ func TestIdleSweepDrainsReservations(t *testing.T) {
 		}
 	}
 }
+
+// addThickNode adds a node whose one device class, "ssd" (the default), is
+// thick, as its agent publishes it: no thin pool (ThinPool "", PoolSize 0,
+// the pool's percentages "0.00", no overprovisioning), Available the
+// volume group's free space less the spare, and room in the VG's metadata
+// area.
+func (f *fakeLister) addThickNode(name, available, vgSize string) {
+	f.nodes[name] = &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: thinlvmv1.LVMNodeStatus{
+		DeviceClasses: []thinlvmv1.DeviceClassStatus{{Name: "ssd", Type: thinlvmv1.DeviceClassThick, Default: true,
+			VolumeGroup: "vg0", ThinPool: "", VGSize: resource.MustParse(vgSize), VGFree: resource.MustParse(available),
+			PoolSize: resource.MustParse("0"), DataUsed: resource.MustParse("0"), DataPercent: "0.00", MetadataPercent: "0.00",
+			OverprovisionRatio: "0", Available: resource.MustParse(available),
+			VGMetadata: &thinlvmv1.VGMetadataStatus{Size: resource.MustParse("1020Ki"), Free: resource.MustParse("900Ki"), LVsLeft: 1000}}},
+		UpdateTime: &metav1.Time{Time: time.Now()},
+	}}
+}
+
+// A thick device class has no thin pool: its room is its Available (the
+// volume group's free space less the spare), filtered and scored as a
+// thin class's. Its pool's zero size and "0.00" use are no pool at all,
+// neither full nor unhealthy nor a class that holds at most 0 bytes.
+func TestThickDeviceClassIsFilteredByAvailable(t *testing.T) {
+	f := newFake()
+	f.addThickNode("roomy", "10Gi", "20Gi")
+	f.addThickNode("half", "5Gi", "20Gi")
+	f.addThickNode("tight", "2Gi", "20Gi")
+	f.addClaim("data", "thin", "3Gi")
+	p := NewWithLister(defaultArgs(), f)
+	pod := podWith("p", "data")
+	state, _, st := cycle(t, p, pod, "roomy", "half", "tight")
+	for _, n := range []string{"roomy", "half"} {
+		if !st[n].IsSuccess() {
+			t.Errorf("%s (thick, 3Gi needed of its Available): %v", n, st[n])
+		}
+	}
+	if st["tight"].Code() != fwk.Unschedulable || !strings.Contains(st["tight"].Message(), "has 2147483648 bytes free, the pod needs 3221225472") {
+		t.Errorf("tight (thick, 2Gi Available, 3Gi needed): %v, want Unschedulable for want of free bytes", st["tight"])
+	}
+	for n, s := range st {
+		if strings.Contains(s.Message(), "takes no new volumes") {
+			t.Errorf("%s: a thick class's empty pool fields read as a full or unhealthy pool: %v", n, s)
+		}
+	}
+	// Spread: the more the thick class has Available, the higher the node.
+	roomy, _ := p.Score(context.Background(), state, pod, nodeInfo("roomy"))
+	half, _ := p.Score(context.Background(), state, pod, nodeInfo("half"))
+	if !(roomy > half && half > 0) {
+		t.Errorf("scores roomy %d, half %d: want the thick class's Available to count, more room first", roomy, half)
+	}
+	// Reservations count against a thick class's Available too.
+	if st := p.Reserve(context.Background(), state, pod, "half"); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	f.addClaim("more", "thin", "3Gi")
+	if _, _, st := cycle(t, p, podWith("p2", "more"), "half"); st["half"].Code() != fwk.Unschedulable {
+		t.Errorf("half (5Gi Available, 3Gi reserved, 3Gi needed): %v, want Unschedulable", st["half"])
+	}
+
+	// The VG's metadata area is a thick class's limit as a thin one's.
+	f.nodes["roomy"].Status.DeviceClasses[0].VGMetadata.LVsLeft = 0
+	if _, _, st := cycle(t, p, podWith("p3", "more"), "roomy"); st["roomy"].Code() != fwk.Unschedulable ||
+		!strings.Contains(st["roomy"].Message(), `the metadata area of volume group "vg0" has room for 0 more volumes`) {
+		t.Errorf("roomy with its VG's metadata area full: %v, want Unschedulable", st["roomy"])
+	}
+}

@@ -147,8 +147,12 @@ func (p *Plugin) Score(ctx context.Context, state fwk.CycleState, pod *corev1.Po
 }
 
 // poolCapacity is the most a device class can ever hold: its pool times
-// the overprovision ratio, saturated at the largest int64.
+// the overprovision ratio, saturated at the largest int64; a thick class
+// (no pool), its volume group's size.
 func poolCapacity(dc *thinlvmv1.DeviceClassStatus) int64 {
+	if dc.Type == thinlvmv1.DeviceClassThick {
+		return dc.VGSize.Value()
+	}
 	c := float64(dc.PoolSize.Value()) * ratio(dc.OverprovisionRatio)
 	if c >= math.MaxInt64 {
 		return math.MaxInt64
