@@ -3,7 +3,7 @@ package cluster
 import (
 	"cmp"
 	"context"
-
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -54,6 +54,10 @@ type Options struct {
 	// (deploy/k8s<minor> on an older minor) instead of installing the
 	// chart: the other documented install.
 	Kustomize bool
+	// DeviceClasses, when set, replace the chart's device classes of its
+	// default node pool (ssd on vg0/pool0), as an operator's values do;
+	// the chart's install only.
+	DeviceClasses []map[string]any
 }
 
 // Cluster is the test bed: the harness's processes (Supervisor), the
@@ -75,6 +79,8 @@ type Cluster struct {
 	Chart string
 	// Kustomize is Options.Kustomize.
 	Kustomize bool
+	// deviceClasses is Options.DeviceClasses.
+	deviceClasses []map[string]any
 	// CapacityPoll is how often the provisioner refreshes
 	// CSIStorageCapacity; set before StartThinlvm. Default 5s.
 	CapacityPoll time.Duration
@@ -235,6 +241,10 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 	c.ControlBin, c.Deploy, c.Chart, c.Kustomize = c.K8sBin, filepath.Join(root, "deploy"), filepath.Join(root, "deploy", "chart"), o.Kustomize
+	c.deviceClasses = o.DeviceClasses
+	if o.Kustomize && len(o.DeviceClasses) > 0 {
+		return c, errors.New("Options.DeviceClasses apply to the chart's install, not to Kustomize's")
+	}
 	if o.K8sMinor != "" {
 		module := filepath.Join("scheduler", "k8s"+o.K8sMinor)
 		if _, err := os.Stat(filepath.Join(root, module, "go.mod")); err != nil {

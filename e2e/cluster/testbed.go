@@ -82,6 +82,8 @@ type TestbedOptions struct {
 	// StorageSuite readies the real node for Kubernetes' storage suite
 	// (RunStorageSuite): its test images.
 	StorageSuite bool
+	// DeviceClasses replace the chart's (Options.DeviceClasses).
+	DeviceClasses []map[string]any
 }
 
 // realNodePrepare makes a real node's VG vg0 and thin pool pool0 of the
@@ -96,7 +98,7 @@ func realNodePrepare(pool string) string {
 
 // StartTestbed starts a Testbed; Stop ends it.
 func StartTestbed(ctx context.Context, o TestbedOptions) (tb *Testbed, err error) {
-	k, err := Start(ctx, Options{Log: o.Log, K8sMinor: o.K8sMinor, Kustomize: o.Kustomize})
+	k, err := Start(ctx, Options{Log: o.Log, K8sMinor: o.K8sMinor, Kustomize: o.Kustomize, DeviceClasses: o.DeviceClasses})
 	if err != nil {
 		return nil, fmt.Errorf("start the control plane: %w", err)
 	}

@@ -525,8 +525,18 @@ func (c *Cluster) helmInstall(ctx context.Context) error {
 		"pod-security.kubernetes.io/audit=privileged", "pod-security.kubernetes.io/warn=privileged"); err != nil {
 		return err
 	}
-	_, err := c.Helm(ctx, "install", Release, c.Chart, "--namespace", Namespace,
-		"--set-json", "storageClasses=[]", "--set", "volumeSnapshotClass.enabled=false")
+	args := []string{"install", Release, c.Chart, "--namespace", Namespace,
+		"--set-json", "storageClasses=[]", "--set", "volumeSnapshotClass.enabled=false"}
+	if len(c.deviceClasses) > 0 {
+		// The chart's default pool with other device classes.
+		pools, err := json.Marshal([]map[string]any{{"name": "default", "nodeSelector": map[string]any{}, "affinity": map[string]any{},
+			"tolerations": []any{map[string]any{"operator": "Exists"}}, "deviceClasses": c.deviceClasses}})
+		if err != nil {
+			return err
+		}
+		args = append(args, "--set-json", "node.pools="+string(pools))
+	}
+	_, err := c.Helm(ctx, args...)
 	return err
 }
 

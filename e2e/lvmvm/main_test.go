@@ -26,7 +26,8 @@ var (
 )
 
 // lvmdConfig is the device classes of the test lvmd: one VG and thin pool
-// per disk, so that tests of a full pool do not disturb the others.
+// per disk, so that tests of a full pool do not disturb the others; and a
+// thick class beside ssd's pool in vg0.
 const lvmdConfig = `deviceClasses:
 - name: ssd
   volumeGroup: vg0
@@ -64,6 +65,10 @@ const lvmdConfig = `deviceClasses:
   volumeGroup: vg-delta
   thinPool: thin-pool
   overprovisionRatio: 10
+- name: thick
+  type: thick
+  volumeGroup: vg0
+  spareGB: 1
 ` + vgMetadataClasses
 
 // lvmRunner is how the test lvmd runs lvm (its --lvm-runner): make test-lvm

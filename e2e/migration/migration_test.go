@@ -22,11 +22,21 @@ import (
 	"github.com/thinlvm/thinlvm/e2e/imageserver"
 )
 
-// The two real-LVM nodes: each its own VM, VG vg0 and thin pool pool0.
+// The two real-LVM nodes: each its own VM, VG vg0 and thin pool pool0 (and
+// a thick device class in vg0).
 const (
 	nodeA = cluster.VMNode
 	nodeB = "vm-node-2"
 )
+
+// deviceClasses are the nodes' device classes: the chart's thin ssd, and
+// a thick class from vg0's free extents beside its pool (TestThickMove).
+var deviceClasses = []map[string]any{
+	{"name": "ssd", "volumeGroup": "vg0", "thinPool": "pool0", "default": true, "overprovisionRatio": 4},
+	{"name": thickDeviceClass, "type": "thick", "volumeGroup": "vg0", "spareGB": 1},
+}
+
+const thickDeviceClass = "thick"
 
 // The StorageClasses of VM disks: sharedClass's image has its base on both
 // nodes, aloneClass's only on nodeA.
@@ -57,7 +67,8 @@ func run(m *testing.M) int {
 	start, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	var err error
-	tb, err = cluster.StartTestbed(start, cluster.TestbedOptions{Log: os.Stderr, VMNodes: []string{nodeA, nodeB}, VMDisk: "24G", Pool: "14G"})
+	tb, err = cluster.StartTestbed(start, cluster.TestbedOptions{Log: os.Stderr, VMNodes: []string{nodeA, nodeB}, VMDisk: "24G", Pool: "14G",
+		DeviceClasses: deviceClasses})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 		return 1

@@ -1,0 +1,141 @@
+package lvmvm
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	pb "github.com/thinlvm/thinlvm/lvmd/proto"
+)
+
+// vgFree is what vgs says of a VG's free bytes.
+func vgFree(t *testing.T, vg string) uint64 {
+	t.Helper()
+	out, err := testVM.Run(testContext(t), "lvm", "vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_free", vg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		t.Fatalf("vgs vg_free %q: %v", out, err)
+	}
+	return free
+}
+
+// thickMatchesLVM waits until lvmd's capacity of the thick class is what
+// vgs and lvs say: the VG's free space less the 1 GiB spare, and the
+// class's LVs.
+func thickMatchesLVM(t *testing.T, lvCount uint32, allocated uint64) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() string {
+		free := vgFree(t, "vg0")
+		c := capacityOf(t, "thick")
+		if c.GetType() != "thick" || c.GetVgFreeBytes() != free || c.GetAvailableBytes() != free-gib || c.GetLvCount() != lvCount || c.GetVirtualBytes() != allocated {
+			return fmt.Sprintf("lvmd says %v; vgs says %d free, want %d LVs of %d bytes", c, free, lvCount, allocated)
+		}
+		return ""
+	})
+}
+
+// TestThickClass runs a thick device class on real lvm2: linear LVs from
+// vg0's free extents beside the ssd class's thin pool, capacity as vgs
+// has it, growth, refusals, a copy's transient copy-on-write snapshot,
+// and removal.
+func TestThickClass(t *testing.T) {
+	ctx := testContext(t)
+	thickMatchesLVM(t, 0, 0)
+
+	created, err := lvs.CreateLV(ctx, &pb.CreateLVRequest{Name: "thick-a", DeviceClass: "thick", SizeBytes: 62 * mib, Tags: []string{"lv:thick-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := created.GetVolume()
+	if !v.GetThick() || v.GetSizeBytes() != 64*mib || v.GetDevicePath() != "/dev/vg0/thick-a" {
+		t.Fatalf("created %v: want a thick 64 MiB LV (rounded to the extent)", v)
+	}
+	got := lvsOf(t, ctx, "vg0")["thick-a"]
+	if got.size != 64*mib || !strings.HasPrefix(got.attr, "-wi-a") || got.tags != "lv:thick-a,thinlvm" {
+		t.Fatalf("lvs says %+v: want a linear, active LV", got)
+	}
+	thickMatchesLVM(t, 1, 64*mib)
+
+	// Grown online: the data stays, the kernel sees the new size.
+	writeRandom(t, ctx, "/dev/vg0/thick-a", 32)
+	before := checksum(t, ctx, "/dev/vg0/thick-a", 32)
+	if _, err := lvs.ResizeLV(ctx, &pb.ResizeLVRequest{Name: "thick-a", DeviceClass: "thick", SizeBytes: 128 * mib}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := testVM.Run(ctx, "blockdev", "--getsize64", "/dev/vg0/thick-a")
+	if err != nil || strings.TrimSpace(out) != strconv.FormatUint(128*mib, 10) {
+		t.Fatalf("kernel size after resize: %q %v", out, err)
+	}
+	if after := checksum(t, ctx, "/dev/vg0/thick-a", 32); after != before {
+		t.Error("growing changed the data")
+	}
+	thickMatchesLVM(t, 1, 128*mib)
+	_, err = lvs.ResizeLV(ctx, &pb.ResizeLVRequest{Name: "thick-a", DeviceClass: "thick", SizeBytes: 64 * mib})
+	wantCode(t, err, codes.OutOfRange)
+
+	// More than the VG's free space less the spare: nothing made.
+	avail := capacityOf(t, "thick").GetAvailableBytes()
+	_, err = lvs.CreateLV(ctx, &pb.CreateLVRequest{Name: "thick-big", DeviceClass: "thick", SizeBytes: avail + 4*mib})
+	wantCode(t, err, codes.ResourceExhausted)
+
+	// Snapshots are refused.
+	_, err = lvs.CreateSnapshot(ctx, &pb.CreateSnapshotRequest{Name: "thick-snap", DeviceClass: "thick", SourceName: "thick-a", ReadOnly: true})
+	wantCode(t, err, codes.FailedPrecondition)
+	if r := pb.ReasonOf(err); r != pb.ErrorReason_ERROR_REASON_THICK {
+		t.Errorf("reason %v, want ERROR_REASON_THICK", r)
+	}
+	for _, name := range []string{"thick-big", "thick-snap"} {
+		if _, ok := lvsOf(t, ctx, "vg0")[name]; ok {
+			t.Errorf("refused request left lv %s behind", name)
+		}
+	}
+
+	// A copy's point in time: lvm's copy-on-write snapshot, read-only,
+	// its store the origin's size; it keeps the old data while the origin
+	// is written.
+	tr, err := lvs.CreateSnapshot(ctx, &pb.CreateSnapshotRequest{Name: "thick-a-transfer", DeviceClass: "thick", SourceName: "thick-a",
+		ReadOnly: true, Transient: true, Tags: []string{"transfer:thick-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tv := tr.GetVolume(); !tv.GetReadOnly() || tv.GetOrigin() != "thick-a" || tv.GetSizeBytes() != 128*mib {
+		t.Errorf("transient snapshot %v: want read-only, of thick-a, its 128 MiB", tv)
+	}
+	snap := lvsOf(t, ctx, "vg0")["thick-a-transfer"]
+	if !strings.HasPrefix(snap.attr, "sri-a") || snap.origin != "thick-a" || snap.size != 128*mib {
+		t.Errorf("lvs says %+v: want an active read-only snapshot of thick-a with a 128 MiB store", snap)
+	}
+	writeRandom(t, ctx, "/dev/vg0/thick-a", 32)
+	if got := checksum(t, ctx, "/dev/vg0/thick-a-transfer", 32); got != before {
+		t.Error("the snapshot does not keep the origin's data as it was")
+	}
+	d, err := lvs.GetThinDelta(ctx, &pb.GetThinDeltaRequest{Name: "thick-a-transfer", DeviceClass: "thick"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := d.GetRanges(); d.GetSizeBytes() != 128*mib || len(rs) != 1 || rs[0].GetLengthBytes() != 128*mib {
+		t.Errorf("delta %v: want the whole 128 MiB", d)
+	}
+	thickMatchesLVM(t, 2, 256*mib)
+	if _, err := lvs.RemoveLV(ctx, &pb.RemoveLVRequest{Name: "thick-a-transfer", DeviceClass: "thick"}); err != nil {
+		t.Fatal(err)
+	}
+	if a := lvsOf(t, ctx, "vg0")["thick-a"]; !strings.HasPrefix(a.attr, "-wi-a") {
+		t.Errorf("origin after its snapshot went: %+v", a)
+	}
+
+	if _, err := lvs.RemoveLV(ctx, &pb.RemoveLVRequest{Name: "thick-a", DeviceClass: "thick"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lvsOf(t, ctx, "vg0")["thick-a"]; ok {
+		t.Fatal("thick-a still exists after RemoveLV")
+	}
+	thickMatchesLVM(t, 0, 0)
+}
