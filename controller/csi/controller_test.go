@@ -28,6 +28,7 @@ import (
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	controllercsi "github.com/thinlvm/thinlvm/controller/csi"
 	"github.com/thinlvm/thinlvm/internal/envtest"
+	"github.com/thinlvm/thinlvm/internal/testutil"
 	"github.com/thinlvm/thinlvm/lvmd/lvmdtest"
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 	"github.com/thinlvm/thinlvm/node/reconciler"
@@ -401,6 +402,80 @@ func TestSnapshotsClonesAndSourceNode(t *testing.T) {
 	}
 	if _, err := srv.ListSnapshots(ctx, &csispec.ListSnapshotsRequest{StartingToken: "bogus"}); status.Code(err) != codes.Aborted {
 		t.Errorf("bad token: %v, want Aborted", err)
+	}
+}
+
+// A snapshot of a volume in a thick device class is refused before
+// anything is made; a volume in a thin class on the same node is not.
+func TestSnapshotOfThickVolumeIsRefused(t *testing.T) {
+	ctx := context.Background()
+	// A node without an agent: its LVMNode reports a thin and a thick
+	// class, and nothing makes its LVs, which is all the refusal needs.
+	const n = "n-thick"
+	ln := &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: n}}
+	if err := k8s.Create(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ln) })
+	ln.Status.DeviceClasses = []thinlvmv1.DeviceClassStatus{{Name: "ssd", Default: true}, {Name: "hdd", Type: thinlvmv1.DeviceClassThick}}
+	if err := k8s.Status().Update(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	if ln.Status.DeviceClass("hdd").Type != thinlvmv1.DeviceClassThick {
+		t.Fatal("the API server dropped the device class's type: the CRDs under test (deploy/crds) lack it")
+	}
+	// The source volumes, as CreateVolume makes them.
+	for name, class := range map[string]string{"pvc-thick-src": "hdd", "pvc-thin-src": "ssd"} {
+		lv := &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: thinlvmv1.LogicalVolumeSpec{
+			Name: name, NodeName: n, DeviceClass: class, Size: resource.MustParse("1Gi"), Role: thinlvmv1.RoleVolume}}
+		if err := k8s.Create(ctx, lv); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), lv) })
+	}
+	testutil.Eventually(t, "the controller's cache to hold the LVMNode and the sources", func() bool {
+		got := &thinlvmv1.LVMNode{}
+		if err := srv.Client.Get(ctx, types.NamespacedName{Name: n}, got); err != nil {
+			return false
+		}
+		if dc := got.Status.DeviceClass("hdd"); dc == nil || dc.Type != thinlvmv1.DeviceClassThick {
+			return false
+		}
+		for _, name := range []string{"pvc-thick-src", "pvc-thin-src"} {
+			if err := srv.Client.Get(ctx, types.NamespacedName{Name: name}, &thinlvmv1.LogicalVolume{}); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+
+	// Bounded, so that a snapshot made in error fails the test at once.
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := srv.CreateSnapshot(short, &csispec.CreateSnapshotRequest{Name: "snap-thick", SourceVolumeId: "pvc-thick-src"})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "thick volumes have no snapshots") {
+		t.Errorf("snapshot of a thick volume: %v, want FailedPrecondition saying thick volumes have no snapshots", err)
+	}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: "snap-thick"}, &thinlvmv1.LogicalVolume{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a snapshot LogicalVolume of the thick volume was made (get: %v)", err)
+		_ = k8s.Delete(ctx, &thinlvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "snap-thick"}})
+	}
+
+	// The thin volume's snapshot is made; no agent reports it, so the
+	// call runs out of time waiting.
+	short, cancel = context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = srv.CreateSnapshot(short, &csispec.CreateSnapshotRequest{Name: "snap-thin-beside", SourceVolumeId: "pvc-thin-src"})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("snapshot of a thin volume on the same node: %v, want DeadlineExceeded (made, not reported)", err)
+	}
+	snap := &thinlvmv1.LogicalVolume{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: "snap-thin-beside"}, snap); err != nil {
+		t.Fatalf("no snapshot LogicalVolume of the thin volume: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), snap) })
+	if snap.Spec.Role != thinlvmv1.RoleSnapshot || snap.Spec.NodeName != n || snap.Spec.DeviceClass != "ssd" {
+		t.Errorf("snapshot of the thin volume: role %q, node %q, class %q; want a snapshot on %s in ssd", snap.Spec.Role, snap.Spec.NodeName, snap.Spec.DeviceClass, n)
 	}
 }
 

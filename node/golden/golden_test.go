@@ -53,6 +53,9 @@ var (
 	// metricsRegistry holds the agent's golden-base metrics.
 	metricsRegistry = prometheus.NewRegistry()
 	imageURL        string
+	// agentClient is the agent's cached client, to wait until it sees a
+	// change.
+	agentClient client.Client
 )
 
 func TestMain(m *testing.M) {
@@ -62,7 +65,7 @@ func TestMain(m *testing.M) {
 // setup makes the fixtures (lvmd on the simulated lvm, an image server, the
 // node's Node and LVMNode) and registers the reconcilers.
 func setup(ctx context.Context, env *envtest.Env, mgr ctrl.Manager) error {
-	k8s, restConfig = env.Client, env.Config
+	k8s, restConfig, agentClient = env.Client, env.Config, mgr.GetClient()
 	dir, err := os.MkdirTemp("", "golden-test")
 	if err != nil {
 		return err
@@ -347,6 +350,70 @@ func TestHalfWrittenBaseIsRemade(t *testing.T) {
 	if bytes.Contains(data, []byte("garbage")) {
 		t.Error("the volume holds what the interrupted population left")
 	}
+}
+
+// A golden image in a thick device class fails for good before lvmd is
+// asked for a base: its disks would be thin snapshots, which a thick class
+// has not.
+func TestThickDeviceClassFailsTheBase(t *testing.T) {
+	ctx := context.Background()
+	// The node reports a thick class beside its default thin one.
+	ln := &thinlvmv1.LVMNode{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: node}, ln); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(ln.DeepCopy())
+	ln.Status.DeviceClasses = []thinlvmv1.DeviceClassStatus{{Name: "ssd", Default: true}, {Name: "hdd", Type: thinlvmv1.DeviceClassThick}}
+	if err := k8s.Status().Patch(ctx, ln, patch); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ln := &thinlvmv1.LVMNode{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Name: node}, ln); err != nil {
+			t.Error(err)
+			return
+		}
+		patch := client.MergeFrom(ln.DeepCopy())
+		ln.Status.DeviceClasses = nil
+		if err := k8s.Status().Patch(context.Background(), ln, patch); err != nil {
+			t.Error(err)
+		}
+	})
+	if dc := ln.Status.DeviceClass("hdd"); dc == nil || dc.Type != thinlvmv1.DeviceClassThick {
+		t.Fatal("the API server dropped the device class's type: the CRDs under test (deploy/crds) lack it")
+	}
+	testutil.Eventually(t, "the agent's cache to see the thick class", func() bool {
+		got := &thinlvmv1.LVMNode{}
+		if err := agentClient.Get(ctx, types.NamespacedName{Name: node}, got); err != nil {
+			return false
+		}
+		dc := got.Status.DeviceClass("hdd")
+		return dc != nil && dc.Type == thinlvmv1.DeviceClassThick
+	})
+
+	creates := lvmd.Count("CreateLV") + lvmd.Count("CreateSnapshot")
+	before := requests.Load()
+	gi := &thinlvmv1.GoldenImage{ObjectMeta: metav1.ObjectMeta{Name: "thick"}, Spec: thinlvmv1.GoldenImageSpec{
+		Source: thinlvmv1.ImageSource{HTTP: &thinlvmv1.HTTPSource{URL: imageURL, SHA256: sum(image)}}, Size: resource.MustParse("1Mi"),
+		DeviceClass: "hdd", Prewarm: &thinlvmv1.Prewarm{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "vm"}}}}}
+	if err := k8s.Create(ctx, gi); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), gi) })
+	testutil.Eventually(t, "the base Failed", func() bool {
+		st, ok := baseState("thick")
+		return ok && st.State == thinlvmv1.GoldenBaseFailed && strings.Contains(st.Message, "needs a thin device class")
+	})
+	if got := lvmd.Count("CreateLV") + lvmd.Count("CreateSnapshot"); got != creates {
+		t.Errorf("lvmd was asked to create %d LVs, want none", got-creates)
+	}
+	if _, ok := lvmd.LV(t, thinlvmv1.BaseLVName(gi)); ok {
+		t.Error("a base LV was made in the thick class")
+	}
+	if got := requests.Load() - before; got != 0 {
+		t.Errorf("%d downloads of the image, want none", got)
+	}
+	deleteImage(t, gi, node)
 }
 
 func mustLV(t *testing.T, name string) *pb.LogicalVolume {
