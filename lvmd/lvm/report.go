@@ -102,6 +102,11 @@ func (lv *LV) ReadOnly() bool { return len(lv.Attr) > 1 && lv.Attr[1] == 'r' }
 // Active tells whether the LV is active (has a device node).
 func (lv *LV) Active() bool { return len(lv.Attr) > 4 && lv.Attr[4] == 'a' }
 
+// IsLinear tells whether the LV is a plain (thick) LV: lv_attr's volume
+// type "-", neither thin, nor a pool, a snapshot or an origin of one, nor
+// mirrored, striped over raid or any other kind.
+func (lv *LV) IsLinear() bool { return len(lv.Attr) > 0 && lv.Attr[0] == '-' }
+
 // HasTag tells whether the LV carries tag.
 func (lv *LV) HasTag(tag string) bool {
 	for _, t := range lv.Tags {

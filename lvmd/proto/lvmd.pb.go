@@ -752,6 +752,111 @@ func (x *ChangeLVResponse) GetVolume() *LogicalVolume {
 	return nil
 }
 
+type AdoptLVRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	DeviceClass string                 `protobuf:"bytes,2,opt,name=device_class,json=deviceClass,proto3" json:"device_class,omitempty"`
+	// tags are added to the LV besides "thinlvm", e.g. "lv:<owner>".
+	Tags          []string `protobuf:"bytes,3,rep,name=tags,proto3" json:"tags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptLVRequest) Reset() {
+	*x = AdoptLVRequest{}
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptLVRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptLVRequest) ProtoMessage() {}
+
+func (x *AdoptLVRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptLVRequest.ProtoReflect.Descriptor instead.
+func (*AdoptLVRequest) Descriptor() ([]byte, []int) {
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AdoptLVRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AdoptLVRequest) GetDeviceClass() string {
+	if x != nil {
+		return x.DeviceClass
+	}
+	return ""
+}
+
+func (x *AdoptLVRequest) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+type AdoptLVResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        *LogicalVolume         `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptLVResponse) Reset() {
+	*x = AdoptLVResponse{}
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptLVResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptLVResponse) ProtoMessage() {}
+
+func (x *AdoptLVResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptLVResponse.ProtoReflect.Descriptor instead.
+func (*AdoptLVResponse) Descriptor() ([]byte, []int) {
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AdoptLVResponse) GetVolume() *LogicalVolume {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
 type RemoveLVRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -762,7 +867,7 @@ type RemoveLVRequest struct {
 
 func (x *RemoveLVRequest) Reset() {
 	*x = RemoveLVRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[9]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +879,7 @@ func (x *RemoveLVRequest) String() string {
 func (*RemoveLVRequest) ProtoMessage() {}
 
 func (x *RemoveLVRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[9]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +892,7 @@ func (x *RemoveLVRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveLVRequest.ProtoReflect.Descriptor instead.
 func (*RemoveLVRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{9}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoveLVRequest) GetName() string {
@@ -812,7 +917,7 @@ type RemoveLVResponse struct {
 
 func (x *RemoveLVResponse) Reset() {
 	*x = RemoveLVResponse{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[10]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +929,7 @@ func (x *RemoveLVResponse) String() string {
 func (*RemoveLVResponse) ProtoMessage() {}
 
 func (x *RemoveLVResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[10]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +942,7 @@ func (x *RemoveLVResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveLVResponse.ProtoReflect.Descriptor instead.
 func (*RemoveLVResponse) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{10}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{12}
 }
 
 type GetLVRequest struct {
@@ -850,7 +955,7 @@ type GetLVRequest struct {
 
 func (x *GetLVRequest) Reset() {
 	*x = GetLVRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[11]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +967,7 @@ func (x *GetLVRequest) String() string {
 func (*GetLVRequest) ProtoMessage() {}
 
 func (x *GetLVRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[11]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +980,7 @@ func (x *GetLVRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLVRequest.ProtoReflect.Descriptor instead.
 func (*GetLVRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{11}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetLVRequest) GetName() string {
@@ -901,7 +1006,7 @@ type GetLVResponse struct {
 
 func (x *GetLVResponse) Reset() {
 	*x = GetLVResponse{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[12]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1018,7 @@ func (x *GetLVResponse) String() string {
 func (*GetLVResponse) ProtoMessage() {}
 
 func (x *GetLVResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[12]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1031,7 @@ func (x *GetLVResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLVResponse.ProtoReflect.Descriptor instead.
 func (*GetLVResponse) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{12}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetLVResponse) GetVolume() *LogicalVolume {
@@ -948,7 +1053,7 @@ type ListLVsRequest struct {
 
 func (x *ListLVsRequest) Reset() {
 	*x = ListLVsRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[13]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1065,7 @@ func (x *ListLVsRequest) String() string {
 func (*ListLVsRequest) ProtoMessage() {}
 
 func (x *ListLVsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[13]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1078,7 @@ func (x *ListLVsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLVsRequest.ProtoReflect.Descriptor instead.
 func (*ListLVsRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{13}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListLVsRequest) GetDeviceClass() string {
@@ -999,7 +1104,7 @@ type ListLVsResponse struct {
 
 func (x *ListLVsResponse) Reset() {
 	*x = ListLVsResponse{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[14]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1116,7 @@ func (x *ListLVsResponse) String() string {
 func (*ListLVsResponse) ProtoMessage() {}
 
 func (x *ListLVsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[14]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1129,7 @@ func (x *ListLVsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLVsResponse.ProtoReflect.Descriptor instead.
 func (*ListLVsResponse) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{14}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListLVsResponse) GetVolumes() []*LogicalVolume {
@@ -1047,7 +1152,7 @@ type GetThinDeltaRequest struct {
 
 func (x *GetThinDeltaRequest) Reset() {
 	*x = GetThinDeltaRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[15]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1164,7 @@ func (x *GetThinDeltaRequest) String() string {
 func (*GetThinDeltaRequest) ProtoMessage() {}
 
 func (x *GetThinDeltaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[15]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1177,7 @@ func (x *GetThinDeltaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThinDeltaRequest.ProtoReflect.Descriptor instead.
 func (*GetThinDeltaRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{15}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetThinDeltaRequest) GetName() string {
@@ -1111,7 +1216,7 @@ type ThinRange struct {
 
 func (x *ThinRange) Reset() {
 	*x = ThinRange{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[16]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1228,7 @@ func (x *ThinRange) String() string {
 func (*ThinRange) ProtoMessage() {}
 
 func (x *ThinRange) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[16]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1241,7 @@ func (x *ThinRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinRange.ProtoReflect.Descriptor instead.
 func (*ThinRange) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{16}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ThinRange) GetOffsetBytes() uint64 {
@@ -1175,7 +1280,7 @@ type GetThinDeltaResponse struct {
 
 func (x *GetThinDeltaResponse) Reset() {
 	*x = GetThinDeltaResponse{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[17]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1292,7 @@ func (x *GetThinDeltaResponse) String() string {
 func (*GetThinDeltaResponse) ProtoMessage() {}
 
 func (x *GetThinDeltaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[17]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1305,7 @@ func (x *GetThinDeltaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThinDeltaResponse.ProtoReflect.Descriptor instead.
 func (*GetThinDeltaResponse) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{17}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetThinDeltaResponse) GetBlockSizeBytes() uint64 {
@@ -1296,7 +1401,7 @@ type DeviceClassCapacity struct {
 
 func (x *DeviceClassCapacity) Reset() {
 	*x = DeviceClassCapacity{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[18]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1413,7 @@ func (x *DeviceClassCapacity) String() string {
 func (*DeviceClassCapacity) ProtoMessage() {}
 
 func (x *DeviceClassCapacity) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[18]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1426,7 @@ func (x *DeviceClassCapacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceClassCapacity.ProtoReflect.Descriptor instead.
 func (*DeviceClassCapacity) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{18}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeviceClassCapacity) GetDeviceClass() string {
@@ -1488,7 +1593,7 @@ type GetCapacityRequest struct {
 
 func (x *GetCapacityRequest) Reset() {
 	*x = GetCapacityRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[19]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1605,7 @@ func (x *GetCapacityRequest) String() string {
 func (*GetCapacityRequest) ProtoMessage() {}
 
 func (x *GetCapacityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[19]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1618,7 @@ func (x *GetCapacityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCapacityRequest.ProtoReflect.Descriptor instead.
 func (*GetCapacityRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{19}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetCapacityRequest) GetDeviceClass() string {
@@ -1534,7 +1639,7 @@ type GetCapacityResponse struct {
 
 func (x *GetCapacityResponse) Reset() {
 	*x = GetCapacityResponse{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[20]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1651,7 @@ func (x *GetCapacityResponse) String() string {
 func (*GetCapacityResponse) ProtoMessage() {}
 
 func (x *GetCapacityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[20]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1664,7 @@ func (x *GetCapacityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCapacityResponse.ProtoReflect.Descriptor instead.
 func (*GetCapacityResponse) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{20}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetCapacityResponse) GetDeviceClasses() []*DeviceClassCapacity {
@@ -1584,7 +1689,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[21]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1701,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lvmd_proto_lvmd_proto_msgTypes[21]
+	mi := &file_lvmd_proto_lvmd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1714,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{21}
+	return file_lvmd_proto_lvmd_proto_rawDescGZIP(), []int{23}
 }
 
 var File_lvmd_proto_lvmd_proto protoreflect.FileDescriptor
@@ -1670,6 +1775,12 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"_read_onlyB\t\n" +
 	"\a_active\"J\n" +
 	"\x10ChangeLVResponse\x126\n" +
+	"\x06volume\x18\x01 \x01(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\x06volume\"[\n" +
+	"\x0eAdoptLVRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fdevice_class\x18\x02 \x01(\tR\vdeviceClass\x12\x12\n" +
+	"\x04tags\x18\x03 \x03(\tR\x04tags\"I\n" +
+	"\x0fAdoptLVResponse\x126\n" +
 	"\x06volume\x18\x01 \x01(\v2\x1e.thinlvm.lvmd.v1.LogicalVolumeR\x06volume\"H\n" +
 	"\x0fRemoveLVRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
@@ -1745,12 +1856,13 @@ const file_lvmd_proto_lvmd_proto_rawDesc = "" +
 	"#ERROR_REASON_METADATA_SNAPSHOT_HELD\x10\n" +
 	"\x12 \n" +
 	"\x1cERROR_REASON_OUTCOME_UNKNOWN\x10\v\x12\x16\n" +
-	"\x12ERROR_REASON_THICK\x10\f2\xa5\x05\n" +
+	"\x12ERROR_REASON_THICK\x10\f2\xf3\x05\n" +
 	"\tLVService\x12O\n" +
 	"\bCreateLV\x12 .thinlvm.lvmd.v1.CreateLVRequest\x1a!.thinlvm.lvmd.v1.CreateLVResponse\x12a\n" +
 	"\x0eCreateSnapshot\x12&.thinlvm.lvmd.v1.CreateSnapshotRequest\x1a'.thinlvm.lvmd.v1.CreateSnapshotResponse\x12O\n" +
 	"\bResizeLV\x12 .thinlvm.lvmd.v1.ResizeLVRequest\x1a!.thinlvm.lvmd.v1.ResizeLVResponse\x12O\n" +
-	"\bChangeLV\x12 .thinlvm.lvmd.v1.ChangeLVRequest\x1a!.thinlvm.lvmd.v1.ChangeLVResponse\x12O\n" +
+	"\bChangeLV\x12 .thinlvm.lvmd.v1.ChangeLVRequest\x1a!.thinlvm.lvmd.v1.ChangeLVResponse\x12L\n" +
+	"\aAdoptLV\x12\x1f.thinlvm.lvmd.v1.AdoptLVRequest\x1a .thinlvm.lvmd.v1.AdoptLVResponse\x12O\n" +
 	"\bRemoveLV\x12 .thinlvm.lvmd.v1.RemoveLVRequest\x1a!.thinlvm.lvmd.v1.RemoveLVResponse\x12F\n" +
 	"\x05GetLV\x12\x1d.thinlvm.lvmd.v1.GetLVRequest\x1a\x1e.thinlvm.lvmd.v1.GetLVResponse\x12L\n" +
 	"\aListLVs\x12\x1f.thinlvm.lvmd.v1.ListLVsRequest\x1a .thinlvm.lvmd.v1.ListLVsResponse\x12[\n" +
@@ -1772,7 +1884,7 @@ func file_lvmd_proto_lvmd_proto_rawDescGZIP() []byte {
 }
 
 var file_lvmd_proto_lvmd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lvmd_proto_lvmd_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_lvmd_proto_lvmd_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_lvmd_proto_lvmd_proto_goTypes = []any{
 	(ErrorReason)(0),               // 0: thinlvm.lvmd.v1.ErrorReason
 	(*LogicalVolume)(nil),          // 1: thinlvm.lvmd.v1.LogicalVolume
@@ -1784,54 +1896,59 @@ var file_lvmd_proto_lvmd_proto_goTypes = []any{
 	(*ResizeLVResponse)(nil),       // 7: thinlvm.lvmd.v1.ResizeLVResponse
 	(*ChangeLVRequest)(nil),        // 8: thinlvm.lvmd.v1.ChangeLVRequest
 	(*ChangeLVResponse)(nil),       // 9: thinlvm.lvmd.v1.ChangeLVResponse
-	(*RemoveLVRequest)(nil),        // 10: thinlvm.lvmd.v1.RemoveLVRequest
-	(*RemoveLVResponse)(nil),       // 11: thinlvm.lvmd.v1.RemoveLVResponse
-	(*GetLVRequest)(nil),           // 12: thinlvm.lvmd.v1.GetLVRequest
-	(*GetLVResponse)(nil),          // 13: thinlvm.lvmd.v1.GetLVResponse
-	(*ListLVsRequest)(nil),         // 14: thinlvm.lvmd.v1.ListLVsRequest
-	(*ListLVsResponse)(nil),        // 15: thinlvm.lvmd.v1.ListLVsResponse
-	(*GetThinDeltaRequest)(nil),    // 16: thinlvm.lvmd.v1.GetThinDeltaRequest
-	(*ThinRange)(nil),              // 17: thinlvm.lvmd.v1.ThinRange
-	(*GetThinDeltaResponse)(nil),   // 18: thinlvm.lvmd.v1.GetThinDeltaResponse
-	(*DeviceClassCapacity)(nil),    // 19: thinlvm.lvmd.v1.DeviceClassCapacity
-	(*GetCapacityRequest)(nil),     // 20: thinlvm.lvmd.v1.GetCapacityRequest
-	(*GetCapacityResponse)(nil),    // 21: thinlvm.lvmd.v1.GetCapacityResponse
-	(*WatchRequest)(nil),           // 22: thinlvm.lvmd.v1.WatchRequest
+	(*AdoptLVRequest)(nil),         // 10: thinlvm.lvmd.v1.AdoptLVRequest
+	(*AdoptLVResponse)(nil),        // 11: thinlvm.lvmd.v1.AdoptLVResponse
+	(*RemoveLVRequest)(nil),        // 12: thinlvm.lvmd.v1.RemoveLVRequest
+	(*RemoveLVResponse)(nil),       // 13: thinlvm.lvmd.v1.RemoveLVResponse
+	(*GetLVRequest)(nil),           // 14: thinlvm.lvmd.v1.GetLVRequest
+	(*GetLVResponse)(nil),          // 15: thinlvm.lvmd.v1.GetLVResponse
+	(*ListLVsRequest)(nil),         // 16: thinlvm.lvmd.v1.ListLVsRequest
+	(*ListLVsResponse)(nil),        // 17: thinlvm.lvmd.v1.ListLVsResponse
+	(*GetThinDeltaRequest)(nil),    // 18: thinlvm.lvmd.v1.GetThinDeltaRequest
+	(*ThinRange)(nil),              // 19: thinlvm.lvmd.v1.ThinRange
+	(*GetThinDeltaResponse)(nil),   // 20: thinlvm.lvmd.v1.GetThinDeltaResponse
+	(*DeviceClassCapacity)(nil),    // 21: thinlvm.lvmd.v1.DeviceClassCapacity
+	(*GetCapacityRequest)(nil),     // 22: thinlvm.lvmd.v1.GetCapacityRequest
+	(*GetCapacityResponse)(nil),    // 23: thinlvm.lvmd.v1.GetCapacityResponse
+	(*WatchRequest)(nil),           // 24: thinlvm.lvmd.v1.WatchRequest
 }
 var file_lvmd_proto_lvmd_proto_depIdxs = []int32{
 	1,  // 0: thinlvm.lvmd.v1.CreateLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
 	1,  // 1: thinlvm.lvmd.v1.CreateSnapshotResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
 	1,  // 2: thinlvm.lvmd.v1.ResizeLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
 	1,  // 3: thinlvm.lvmd.v1.ChangeLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	1,  // 4: thinlvm.lvmd.v1.GetLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	1,  // 5: thinlvm.lvmd.v1.ListLVsResponse.volumes:type_name -> thinlvm.lvmd.v1.LogicalVolume
-	17, // 6: thinlvm.lvmd.v1.GetThinDeltaResponse.ranges:type_name -> thinlvm.lvmd.v1.ThinRange
-	19, // 7: thinlvm.lvmd.v1.GetCapacityResponse.device_classes:type_name -> thinlvm.lvmd.v1.DeviceClassCapacity
-	2,  // 8: thinlvm.lvmd.v1.LVService.CreateLV:input_type -> thinlvm.lvmd.v1.CreateLVRequest
-	4,  // 9: thinlvm.lvmd.v1.LVService.CreateSnapshot:input_type -> thinlvm.lvmd.v1.CreateSnapshotRequest
-	6,  // 10: thinlvm.lvmd.v1.LVService.ResizeLV:input_type -> thinlvm.lvmd.v1.ResizeLVRequest
-	8,  // 11: thinlvm.lvmd.v1.LVService.ChangeLV:input_type -> thinlvm.lvmd.v1.ChangeLVRequest
-	10, // 12: thinlvm.lvmd.v1.LVService.RemoveLV:input_type -> thinlvm.lvmd.v1.RemoveLVRequest
-	12, // 13: thinlvm.lvmd.v1.LVService.GetLV:input_type -> thinlvm.lvmd.v1.GetLVRequest
-	14, // 14: thinlvm.lvmd.v1.LVService.ListLVs:input_type -> thinlvm.lvmd.v1.ListLVsRequest
-	16, // 15: thinlvm.lvmd.v1.LVService.GetThinDelta:input_type -> thinlvm.lvmd.v1.GetThinDeltaRequest
-	20, // 16: thinlvm.lvmd.v1.VGService.GetCapacity:input_type -> thinlvm.lvmd.v1.GetCapacityRequest
-	22, // 17: thinlvm.lvmd.v1.VGService.Watch:input_type -> thinlvm.lvmd.v1.WatchRequest
-	3,  // 18: thinlvm.lvmd.v1.LVService.CreateLV:output_type -> thinlvm.lvmd.v1.CreateLVResponse
-	5,  // 19: thinlvm.lvmd.v1.LVService.CreateSnapshot:output_type -> thinlvm.lvmd.v1.CreateSnapshotResponse
-	7,  // 20: thinlvm.lvmd.v1.LVService.ResizeLV:output_type -> thinlvm.lvmd.v1.ResizeLVResponse
-	9,  // 21: thinlvm.lvmd.v1.LVService.ChangeLV:output_type -> thinlvm.lvmd.v1.ChangeLVResponse
-	11, // 22: thinlvm.lvmd.v1.LVService.RemoveLV:output_type -> thinlvm.lvmd.v1.RemoveLVResponse
-	13, // 23: thinlvm.lvmd.v1.LVService.GetLV:output_type -> thinlvm.lvmd.v1.GetLVResponse
-	15, // 24: thinlvm.lvmd.v1.LVService.ListLVs:output_type -> thinlvm.lvmd.v1.ListLVsResponse
-	18, // 25: thinlvm.lvmd.v1.LVService.GetThinDelta:output_type -> thinlvm.lvmd.v1.GetThinDeltaResponse
-	21, // 26: thinlvm.lvmd.v1.VGService.GetCapacity:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
-	21, // 27: thinlvm.lvmd.v1.VGService.Watch:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
-	18, // [18:28] is the sub-list for method output_type
-	8,  // [8:18] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	1,  // 4: thinlvm.lvmd.v1.AdoptLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
+	1,  // 5: thinlvm.lvmd.v1.GetLVResponse.volume:type_name -> thinlvm.lvmd.v1.LogicalVolume
+	1,  // 6: thinlvm.lvmd.v1.ListLVsResponse.volumes:type_name -> thinlvm.lvmd.v1.LogicalVolume
+	19, // 7: thinlvm.lvmd.v1.GetThinDeltaResponse.ranges:type_name -> thinlvm.lvmd.v1.ThinRange
+	21, // 8: thinlvm.lvmd.v1.GetCapacityResponse.device_classes:type_name -> thinlvm.lvmd.v1.DeviceClassCapacity
+	2,  // 9: thinlvm.lvmd.v1.LVService.CreateLV:input_type -> thinlvm.lvmd.v1.CreateLVRequest
+	4,  // 10: thinlvm.lvmd.v1.LVService.CreateSnapshot:input_type -> thinlvm.lvmd.v1.CreateSnapshotRequest
+	6,  // 11: thinlvm.lvmd.v1.LVService.ResizeLV:input_type -> thinlvm.lvmd.v1.ResizeLVRequest
+	8,  // 12: thinlvm.lvmd.v1.LVService.ChangeLV:input_type -> thinlvm.lvmd.v1.ChangeLVRequest
+	10, // 13: thinlvm.lvmd.v1.LVService.AdoptLV:input_type -> thinlvm.lvmd.v1.AdoptLVRequest
+	12, // 14: thinlvm.lvmd.v1.LVService.RemoveLV:input_type -> thinlvm.lvmd.v1.RemoveLVRequest
+	14, // 15: thinlvm.lvmd.v1.LVService.GetLV:input_type -> thinlvm.lvmd.v1.GetLVRequest
+	16, // 16: thinlvm.lvmd.v1.LVService.ListLVs:input_type -> thinlvm.lvmd.v1.ListLVsRequest
+	18, // 17: thinlvm.lvmd.v1.LVService.GetThinDelta:input_type -> thinlvm.lvmd.v1.GetThinDeltaRequest
+	22, // 18: thinlvm.lvmd.v1.VGService.GetCapacity:input_type -> thinlvm.lvmd.v1.GetCapacityRequest
+	24, // 19: thinlvm.lvmd.v1.VGService.Watch:input_type -> thinlvm.lvmd.v1.WatchRequest
+	3,  // 20: thinlvm.lvmd.v1.LVService.CreateLV:output_type -> thinlvm.lvmd.v1.CreateLVResponse
+	5,  // 21: thinlvm.lvmd.v1.LVService.CreateSnapshot:output_type -> thinlvm.lvmd.v1.CreateSnapshotResponse
+	7,  // 22: thinlvm.lvmd.v1.LVService.ResizeLV:output_type -> thinlvm.lvmd.v1.ResizeLVResponse
+	9,  // 23: thinlvm.lvmd.v1.LVService.ChangeLV:output_type -> thinlvm.lvmd.v1.ChangeLVResponse
+	11, // 24: thinlvm.lvmd.v1.LVService.AdoptLV:output_type -> thinlvm.lvmd.v1.AdoptLVResponse
+	13, // 25: thinlvm.lvmd.v1.LVService.RemoveLV:output_type -> thinlvm.lvmd.v1.RemoveLVResponse
+	15, // 26: thinlvm.lvmd.v1.LVService.GetLV:output_type -> thinlvm.lvmd.v1.GetLVResponse
+	17, // 27: thinlvm.lvmd.v1.LVService.ListLVs:output_type -> thinlvm.lvmd.v1.ListLVsResponse
+	20, // 28: thinlvm.lvmd.v1.LVService.GetThinDelta:output_type -> thinlvm.lvmd.v1.GetThinDeltaResponse
+	23, // 29: thinlvm.lvmd.v1.VGService.GetCapacity:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
+	23, // 30: thinlvm.lvmd.v1.VGService.Watch:output_type -> thinlvm.lvmd.v1.GetCapacityResponse
+	20, // [20:31] is the sub-list for method output_type
+	9,  // [9:20] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_lvmd_proto_lvmd_proto_init() }
@@ -1846,7 +1963,7 @@ func file_lvmd_proto_lvmd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lvmd_proto_lvmd_proto_rawDesc), len(file_lvmd_proto_lvmd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -30,6 +30,7 @@ const (
 	LVService_CreateSnapshot_FullMethodName = "/thinlvm.lvmd.v1.LVService/CreateSnapshot"
 	LVService_ResizeLV_FullMethodName       = "/thinlvm.lvmd.v1.LVService/ResizeLV"
 	LVService_ChangeLV_FullMethodName       = "/thinlvm.lvmd.v1.LVService/ChangeLV"
+	LVService_AdoptLV_FullMethodName        = "/thinlvm.lvmd.v1.LVService/AdoptLV"
 	LVService_RemoveLV_FullMethodName       = "/thinlvm.lvmd.v1.LVService/RemoveLV"
 	LVService_GetLV_FullMethodName          = "/thinlvm.lvmd.v1.LVService/GetLV"
 	LVService_ListLVs_FullMethodName        = "/thinlvm.lvmd.v1.LVService/ListLVs"
@@ -61,6 +62,14 @@ type LVServiceClient interface {
 	// base is sealed with it: read-only, inactive. Unset fields are left as
 	// they are; setting what already holds is a no-op.
 	ChangeLV(ctx context.Context, in *ChangeLVRequest, opts ...grpc.CallOption) (*ChangeLVResponse, error)
+	// AdoptLV takes over an LV lvmd did not make (another driver's, such as
+	// TopoLVM's), in place: it tags it "thinlvm" and the request's tags, and
+	// lvmd manages it from then on. The LV must be in the device class: a
+	// thin LV of its thin pool, or a linear LV of a thick class's volume
+	// group (else FailedPrecondition, ERROR_REASON_NOT_MANAGED); absent is
+	// NotFound. An LV that is lvmd's already with every tag asked is
+	// returned as it is; one that is lvmd's without them is AlreadyExists.
+	AdoptLV(ctx context.Context, in *AdoptLVRequest, opts ...grpc.CallOption) (*AdoptLVResponse, error)
 	// RemoveLV removes an LV. Removing an absent LV succeeds.
 	RemoveLV(ctx context.Context, in *RemoveLVRequest, opts ...grpc.CallOption) (*RemoveLVResponse, error)
 	// GetLV returns one LV, or NotFound.
@@ -119,6 +128,16 @@ func (c *lVServiceClient) ChangeLV(ctx context.Context, in *ChangeLVRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ChangeLVResponse)
 	err := c.cc.Invoke(ctx, LVService_ChangeLV_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lVServiceClient) AdoptLV(ctx context.Context, in *AdoptLVRequest, opts ...grpc.CallOption) (*AdoptLVResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdoptLVResponse)
+	err := c.cc.Invoke(ctx, LVService_AdoptLV_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +209,14 @@ type LVServiceServer interface {
 	// base is sealed with it: read-only, inactive. Unset fields are left as
 	// they are; setting what already holds is a no-op.
 	ChangeLV(context.Context, *ChangeLVRequest) (*ChangeLVResponse, error)
+	// AdoptLV takes over an LV lvmd did not make (another driver's, such as
+	// TopoLVM's), in place: it tags it "thinlvm" and the request's tags, and
+	// lvmd manages it from then on. The LV must be in the device class: a
+	// thin LV of its thin pool, or a linear LV of a thick class's volume
+	// group (else FailedPrecondition, ERROR_REASON_NOT_MANAGED); absent is
+	// NotFound. An LV that is lvmd's already with every tag asked is
+	// returned as it is; one that is lvmd's without them is AlreadyExists.
+	AdoptLV(context.Context, *AdoptLVRequest) (*AdoptLVResponse, error)
 	// RemoveLV removes an LV. Removing an absent LV succeeds.
 	RemoveLV(context.Context, *RemoveLVRequest) (*RemoveLVResponse, error)
 	// GetLV returns one LV, or NotFound.
@@ -225,6 +252,9 @@ func (UnimplementedLVServiceServer) ResizeLV(context.Context, *ResizeLVRequest) 
 }
 func (UnimplementedLVServiceServer) ChangeLV(context.Context, *ChangeLVRequest) (*ChangeLVResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ChangeLV not implemented")
+}
+func (UnimplementedLVServiceServer) AdoptLV(context.Context, *AdoptLVRequest) (*AdoptLVResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AdoptLV not implemented")
 }
 func (UnimplementedLVServiceServer) RemoveLV(context.Context, *RemoveLVRequest) (*RemoveLVResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RemoveLV not implemented")
@@ -331,6 +361,24 @@ func _LVService_ChangeLV_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LVService_AdoptLV_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AdoptLVRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LVServiceServer).AdoptLV(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LVService_AdoptLV_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LVServiceServer).AdoptLV(ctx, req.(*AdoptLVRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _LVService_RemoveLV_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RemoveLVRequest)
 	if err := dec(in); err != nil {
@@ -425,6 +473,10 @@ var LVService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ChangeLV",
 			Handler:    _LVService_ChangeLV_Handler,
+		},
+		{
+			MethodName: "AdoptLV",
+			Handler:    _LVService_AdoptLV_Handler,
 		},
 		{
 			MethodName: "RemoveLV",

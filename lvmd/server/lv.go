@@ -574,6 +574,79 @@ func setAttr(lv *lvm.LV, i int, on bool, yes, no byte) {
 	lv.Attr = string(b)
 }
 
+func (s *lvService) AdoptLV(ctx context.Context, req *pb.AdoptLVRequest) (*pb.AdoptLVResponse, error) {
+	d := s.d
+	r, err := d.validate(req.GetName(), req.GetDeviceClass(), req.GetTags())
+	if err != nil {
+		return nil, err
+	}
+	want := withTags(req.GetTags())
+	resp := &pb.AdoptLVResponse{}
+	err = d.mutate(ctx, func(mctx context.Context) error {
+		rep := d.store.current().report
+		lv := rep.LV(r.dc.VolumeGroup, r.name)
+		if lv == nil {
+			// Made since the last report, perhaps: look once more.
+			if err := d.store.refreshLocked(mctx); err != nil {
+				return err
+			}
+			if lv = d.store.current().report.LV(r.dc.VolumeGroup, r.name); lv == nil {
+				return fmt.Errorf("%w: no lv %s/%s to adopt", lvm.ErrNotFound, r.dc.VolumeGroup, r.name)
+			}
+		}
+		if why := notAdoptable(r.dc, lv); why != "" {
+			return fmt.Errorf("%w: lv %s/%s cannot join device class %s: %s", lvm.ErrNotManaged, lv.VG, lv.Name, r.dc.Name, why)
+		}
+		var add []string
+		for _, t := range want {
+			if !lv.HasTag(t) {
+				add = append(add, t)
+			}
+		}
+		if lv.HasTag(managedTag) && len(add) > 0 {
+			return fmt.Errorf("%w: lv %s/%s is thinlvm's already, with tags %v", lvm.ErrConflict, lv.VG, lv.Name, lv.Tags)
+		}
+		if len(add) > 0 {
+			if err := checkMetadataRoom(r.dc, d.store.current().report, tagsMetadataBytes(add), false); err != nil {
+				return err
+			}
+			if err := d.lvm.ChangeTags(mctx, r.dc.VolumeGroup, r.name, add, nil); err != nil {
+				return err
+			}
+			d.store.amend(func(rep *lvm.Report) {
+				if lv := rep.LV(r.dc.VolumeGroup, r.name); lv != nil {
+					lv.Tags = append(lv.Tags, add...)
+				}
+				useMetadata(rep, r.dc.VolumeGroup, tagsMetadataBytes(add))
+			})
+			d.log.Info("lv adopted", "deviceClass", r.dc.Name, "lv", r.dc.VolumeGroup+"/"+r.name, "tags", add)
+		}
+		resp.Volume = d.toProto(r.dc, d.store.current().report.LV(r.dc.VolumeGroup, r.name))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// notAdoptable says why lv cannot become one of dc's volumes; "" when it
+// can: a thin LV of the class's pool, or a plain linear LV of a thick
+// class's VG.
+func notAdoptable(dc *config.DeviceClass, lv *lvm.LV) string {
+	switch {
+	case dc.IsThick() && !lv.IsLinear():
+		return fmt.Sprintf("not a plain linear LV (lv_attr %s)", lv.Attr)
+	case dc.IsThick():
+		return ""
+	case !lv.IsThin():
+		return fmt.Sprintf("not a thin LV (lv_attr %s)", lv.Attr)
+	case lv.Pool != dc.ThinPool:
+		return fmt.Sprintf("in thin pool %q, not the class's %q", lv.Pool, dc.ThinPool)
+	}
+	return ""
+}
+
 func (s *lvService) RemoveLV(ctx context.Context, req *pb.RemoveLVRequest) (*pb.RemoveLVResponse, error) {
 	d := s.d
 	r, err := d.validate(req.GetName(), req.GetDeviceClass(), nil)
