@@ -84,6 +84,14 @@ type LogicalVolumeSpec struct {
 	// +optional
 	Source *VolumeSource `json:"source,omitempty"`
 
+	// Adopt makes the node agent take over an existing LV of the object's
+	// LV name in the device class (another driver's, e.g. TopoLVM's) in
+	// place instead of making one; `kubectl thinlvm adopt` sets it.
+	// Immutable.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="adopt is immutable"
+	Adopt bool `json:"adopt,omitempty"`
+
 	// AccessType is rw (default) or ro.
 	// +optional
 	// +kubebuilder:default=rw

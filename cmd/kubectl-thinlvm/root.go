@@ -36,7 +36,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: wide, json or yaml (a table when empty).")
-	root.AddCommand(newNodesCommand(o), newVolumesCommand(o), newImagesCommand(o), newMoveCommand(o), newEvacuateCommand(o))
+	root.AddCommand(newNodesCommand(o), newVolumesCommand(o), newImagesCommand(o), newMoveCommand(o), newEvacuateCommand(o), newAdoptCommand(o))
 	return root
 }
 

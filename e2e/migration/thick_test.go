@@ -31,12 +31,12 @@ func TestThickMove(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = tb.Client.Delete(ctx, sc) })
 
-	disk(t, "thick-src", class, "256Mi", nodeA, nil)
+	disk(t, "thick-src", class, "128Mi", nodeA, nil)
 	src := bound(t, "thick-src", 3*time.Minute)
 	if attr := lvField(t, nodeA, src.Status.VolumeID, "lv_attr"); !strings.HasPrefix(attr, "-wi-a") {
 		t.Fatalf("the disk's lv_attr is %q, want a linear LV", attr)
 	}
-	write(t, nodeA, src.Status.VolumeID, 0, 256)
+	write(t, nodeA, src.Status.VolumeID, 0, 32)
 	want := checksum(t, nodeA, src.Status.VolumeID)
 
 	// A snapshot is refused before anything is made.
@@ -75,10 +75,10 @@ func TestThickMove(t *testing.T) {
 	}
 
 	// A clone on the same node: copied through the node's own endpoint.
-	disk(t, "thick-clone", class, "256Mi", nodeA, fromClaim("thick-src"))
+	disk(t, "thick-clone", class, "128Mi", nodeA, fromClaim("thick-src"))
 	clone := bound(t, "thick-clone", 5*time.Minute)
-	if st := clone.Status.Transfer; clone.Spec.NodeName != nodeA || st == nil || st.Mode != thinlvmv1.TransferMapped || st.BytesDone != 256*mib {
-		t.Fatalf("clone on %s with transfer %+v: want a Mapped copy of all 256 MiB on %s", clone.Spec.NodeName, st, nodeA)
+	if st := clone.Status.Transfer; clone.Spec.NodeName != nodeA || st == nil || st.Mode != thinlvmv1.TransferMapped || st.BytesDone != 128*mib {
+		t.Fatalf("clone on %s with transfer %+v: want a Mapped copy of all 128 MiB on %s", clone.Spec.NodeName, st, nodeA)
 	}
 	if got := checksum(t, nodeA, clone.Status.VolumeID); got != want {
 		t.Errorf("the clone's checksum %s differs from the source's %s", got, want)

@@ -254,6 +254,15 @@ func (r *LogicalVolumeReconciler) ensure(ctx context.Context, lv *thinlvmv1.Logi
 		}
 	case status.Code(err) != codes.NotFound:
 		return outcome{}, err
+	case lv.Spec.Adopt:
+		// Another driver's LV, taken over where it is; lvmd refuses one
+		// that is not in the class (ForeignLV) and a missing one
+		// (SourceNotFound).
+		resp, err := r.LVMD.AdoptLV(ctx, &pb.AdoptLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass, Tags: tags})
+		if err != nil {
+			return outcome{}, err
+		}
+		vol = resp.GetVolume()
 	case lv.Spec.Source == nil:
 		resp, err := r.LVMD.CreateLV(ctx, &pb.CreateLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass, SizeBytes: size, Tags: tags})
 		if err != nil {

@@ -1,5 +1,5 @@
 // Command guesthelper runs inside the real-LVM test VM for the TopoLVM
-// benchmark. It has two jobs:
+// benchmark and the adoption test. It has three jobs:
 //
 //	guesthelper proxy -listen :PORT -socket PATH
 //	    serves TCP on PORT and copies each connection to and from the unix
@@ -10,9 +10,13 @@
 //	    (acct(2)): one record for every process that exits, with its parent's
 //	    pid, so that the host counts the processes each lvmd starts without
 //	    putting anything in their way.
+//	guesthelper create -socket PATH -class CLASS -name NAME -size BYTES
+//	    asks TopoLVM's lvmd on the unix socket PATH for an LV, as TopoLVM's
+//	    node agent does (the adoption test makes TopoLVM's volumes so).
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,11 +26,16 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
+
+	tpb "github.com/topolvm/topolvm/pkg/lvmd/proto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: guesthelper proxy -listen :PORT -socket PATH | guesthelper acct FILE")
+		fmt.Fprintln(os.Stderr, "usage: guesthelper proxy -listen :PORT -socket PATH | guesthelper acct FILE | guesthelper create -socket PATH -class CLASS -name NAME -size BYTES")
 		os.Exit(2)
 	}
 	var err error
@@ -40,6 +49,17 @@ func main() {
 			log.Fatal("proxy: -listen and -socket are required")
 		}
 		err = proxy(*listen, *socket)
+	case "create":
+		fs := flag.NewFlagSet("create", flag.ExitOnError)
+		socket := fs.String("socket", "", "TopoLVM's lvmd's unix socket.")
+		class := fs.String("class", "", "The device class.")
+		name := fs.String("name", "", "The LV's name.")
+		size := fs.Int64("size", 0, "The LV's size in bytes.")
+		_ = fs.Parse(os.Args[2:])
+		if *socket == "" || *class == "" || *name == "" || *size <= 0 {
+			log.Fatal("create: -socket, -class, -name and -size are required")
+		}
+		err = create(*socket, *class, *name, *size)
 	case "acct":
 		if len(os.Args) != 3 {
 			log.Fatal("acct: want one file")
@@ -107,5 +127,22 @@ func acct(file string) error {
 		}
 		return fmt.Errorf("acct %s: %w", file, err)
 	}
+	return nil
+}
+
+// create asks TopoLVM's lvmd for an LV, and prints it.
+func create(socket, class, name string, size int64) error {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := tpb.NewLVServiceClient(conn).CreateLV(ctx, &tpb.CreateLVRequest{Name: name, DeviceClass: class, SizeBytes: size})
+	if err != nil {
+		return fmt.Errorf("CreateLV %s in %s: %w", name, class, err)
+	}
+	fmt.Printf("%s %d\n", resp.GetVolume().GetName(), resp.GetVolume().GetSizeBytes())
 	return nil
 }
