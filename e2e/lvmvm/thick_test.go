@@ -139,3 +139,62 @@ func TestThickClass(t *testing.T) {
 	}
 	thickMatchesLVM(t, 0, 0)
 }
+
+// TestAdoptLV takes over LVs lvmd did not make, as another driver's (made
+// here with bare lvm commands): a thin LV of ssd's pool and a linear LV of
+// vg0 into the thick class, in place, data untouched; refusals leave the
+// LVs as they were.
+func TestAdoptLV(t *testing.T) {
+	ctx := testContext(t)
+	for _, argv := range [][]string{
+		{"lvm", "lvcreate", "--yes", "--thin", "vg0/pool0", "--virtualsize", "32m", "--name", "foreign-thin"},
+		{"lvm", "lvcreate", "--yes", "--size", "32m", "--name", "foreign-thick", "vg0"},
+	} {
+		if _, err := testVM.Run(ctx, argv...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sums := map[string]string{}
+	for _, name := range []string{"foreign-thin", "foreign-thick"} {
+		writeRandom(t, ctx, "/dev/vg0/"+name, 8)
+		sums[name] = checksum(t, ctx, "/dev/vg0/"+name, 32)
+	}
+	// Each into the other's class: refused, nothing tagged.
+	_, err := lvs.AdoptLV(ctx, &pb.AdoptLVRequest{Name: "foreign-thin", DeviceClass: "thick", Tags: []string{"lv:foreign-thin"}})
+	wantCode(t, err, codes.FailedPrecondition)
+	_, err = lvs.AdoptLV(ctx, &pb.AdoptLVRequest{Name: "foreign-thick", DeviceClass: "ssd", Tags: []string{"lv:foreign-thick"}})
+	wantCode(t, err, codes.FailedPrecondition)
+	_, err = lvs.AdoptLV(ctx, &pb.AdoptLVRequest{Name: "foreign-none", DeviceClass: "ssd"})
+	wantCode(t, err, codes.NotFound)
+	for _, name := range []string{"foreign-thin", "foreign-thick"} {
+		if tags := lvsOf(t, ctx, "vg0")[name].tags; tags != "" {
+			t.Errorf("a refused adoption tagged %s: %q", name, tags)
+		}
+	}
+
+	for name, class := range map[string]string{"foreign-thin": "ssd", "foreign-thick": "thick"} {
+		got, err := lvs.AdoptLV(ctx, &pb.AdoptLVRequest{Name: name, DeviceClass: class, Tags: []string{"lv:" + name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := got.GetVolume(); v.GetSizeBytes() != 32*mib || v.GetThick() != (class == "thick") {
+			t.Errorf("adopted %v", v)
+		}
+		if l := lvsOf(t, ctx, "vg0")[name]; l.tags != "lv:"+name+",thinlvm" || l.size != 32*mib {
+			t.Errorf("lvs says %+v after the adoption", l)
+		}
+		if got := checksum(t, ctx, "/dev/vg0/"+name, 32); got != sums[name] {
+			t.Errorf("the adoption changed %s's data", name)
+		}
+		// lvmd's from now on: it grows it and removes it.
+		if _, err := lvs.ResizeLV(ctx, &pb.ResizeLVRequest{Name: name, DeviceClass: class, SizeBytes: 64 * mib}); err != nil {
+			t.Errorf("resize the adopted %s: %v", name, err)
+		}
+		if _, err := lvs.RemoveLV(ctx, &pb.RemoveLVRequest{Name: name, DeviceClass: class}); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := lvsOf(t, ctx, "vg0")[name]; ok {
+			t.Errorf("%s still exists after RemoveLV", name)
+		}
+	}
+}
