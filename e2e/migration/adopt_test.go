@@ -134,6 +134,13 @@ func startTopoLVM(t *testing.T, node string) {
 	if err := tb.Apply(ctx, filepath.Join(built.module, "config", "crd", "bases", "topolvm.io_logicalvolumes.yaml")); err != nil {
 		t.Fatalf("TopoLVM's LogicalVolume CRD: %v", err)
 	}
+	if err := tb.WaitFor(ctx, "TopoLVM's LogicalVolume to be served", time.Minute, func() (bool, error) {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(topoLV.GroupVersion().WithKind("LogicalVolumeList"))
+		return tb.Client.List(ctx, l) == nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // topoVolume makes a claim of TopoLVM's as TopoLVM v0.41 makes one: its
