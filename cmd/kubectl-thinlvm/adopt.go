@@ -335,8 +335,11 @@ func (r *adoptRun) begun(ctx context.Context) (*thinlvmv1.LogicalVolume, error) 
 // takes the LV over, with the claim and volume to make recorded on it.
 func (r *adoptRun) plan(ctx context.Context, claim *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) (*thinlvmv1.LogicalVolume, error) {
 	id := pv.Spec.CSI.VolumeHandle
-	if err := lvmname.ValidateLVName(id); err != nil || len(validation.IsDNS1123Subdomain(id)) > 0 {
-		return nil, fmt.Errorf("persistentvolume/%s's volume %q cannot name a thinlvm volume (an LV and object name): %v", pv.Name, id, err)
+	if err := lvmname.ValidateLVName(id); err != nil {
+		return nil, fmt.Errorf("persistentvolume/%s's volume %q cannot be a thinlvm volume's LV name: %w", pv.Name, id, err)
+	}
+	if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
+		return nil, fmt.Errorf("persistentvolume/%s's volume %q cannot name a thinlvm LogicalVolume: %s", pv.Name, id, strings.Join(errs, "; "))
 	}
 	topo := &unstructured.Unstructured{}
 	topo.SetGroupVersionKind(topoLogicalVolume)

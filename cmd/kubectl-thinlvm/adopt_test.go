@@ -106,7 +106,7 @@ func seedAdoptions(t *testing.T) {
 		create(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvName}, Spec: corev1.PersistentVolumeSpec{
 			Capacity: corev1.ResourceList{corev1.ResourceStorage: q("8Gi")}, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: v.class, PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-			ClaimRef: &corev1.ObjectReference{Namespace: "adopting", Name: v.claim},
+			ClaimRef:               &corev1.ObjectReference{Namespace: "adopting", Name: v.claim},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: topoDriver, VolumeHandle: id, FSType: "xfs"}}}})
 	}
 	create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "user", Namespace: "adopting"}, Spec: podTemplate("used").Spec})

@@ -164,7 +164,9 @@ func TestValidate(t *testing.T) {
 		{name: "lvcreate option empty", modify: func(c *config.Config) { c.DeviceClasses[0].LVCreateOptions = []string{"--zero", ""} }, paths: []string{"deviceClasses[0].lvcreateOptions[1]"}},
 		{name: "lvcreate option with a newline", modify: func(c *config.Config) { c.DeviceClasses[0].LVCreateOptions = []string{"--zero\n"} }, paths: []string{"deviceClasses[0].lvcreateOptions[0]"}},
 		{name: "lvcreate option with a NUL", modify: func(c *config.Config) { c.DeviceClasses[0].LVCreateOptions = []string{"--zero", "n\x00"} }, paths: []string{"deviceClasses[0].lvcreateOptions[1]"}},
-		{name: "thick", modify: func(c *config.Config) { c.DeviceClasses[1] = config.DeviceClass{Name: "b", Type: config.Thick, VolumeGroup: "vg1", SpareGB: 1} }},
+		{name: "thick", modify: func(c *config.Config) {
+			c.DeviceClasses[1] = config.DeviceClass{Name: "b", Type: config.Thick, VolumeGroup: "vg1", SpareGB: 1}
+		}},
 		{name: "type unknown", modify: func(c *config.Config) { c.DeviceClasses[0].Type = "thinn" }, paths: []string{"deviceClasses[0].type"}},
 		{name: "thick with a thin pool's settings", modify: func(c *config.Config) {
 			c.DeviceClasses[1] = config.DeviceClass{Name: "b", Type: config.Thick, VolumeGroup: "vg1", ThinPool: "pool", OverprovisionRatio: 2,
