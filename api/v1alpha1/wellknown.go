@@ -17,6 +17,13 @@ const (
 // it keeps the object until the agent removed the LV.
 const LogicalVolumeFinalizer = "thinlvm.io/lv"
 
+// AdoptOfAnnotation is on a LogicalVolume with spec.adopt while `kubectl
+// thinlvm adopt` takes a claim over ("namespace/name"), with the rest of
+// the adoption's record: the node agent does not remove the LV of such an
+// object when it is deleted (other objects may still point at the data),
+// until the adoption ends or the annotation is removed.
+const AdoptOfAnnotation = "thinlvm.io/adopt-of"
+
 // GoldenImageParameter is the StorageClass parameter naming the GoldenImage
 // every volume of the class is made from.
 const GoldenImageParameter = "thinlvm.io/golden-image"

@@ -49,8 +49,9 @@ var topoLogicalVolume = schema.GroupVersionKind{Group: "topolvm.io", Version: "v
 // LogicalVolume it makes first (which outlives every other object it
 // changes): a run after an interruption finds it by annAdoptOf.
 const (
-	// annAdoptOf: the claim adopted, "namespace/name".
-	annAdoptOf = "thinlvm.io/adopt-of"
+	// annAdoptOf: the claim adopted, "namespace/name"; the node agent
+	// keeps the LV of a LogicalVolume deleted while it is there.
+	annAdoptOf = thinlvmv1.AdoptOfAnnotation
 	// annAdoptClaim: the claim as it is made again (JSON), bound to the
 	// volume and in the thinlvm StorageClass.
 	annAdoptClaim = "thinlvm.io/adopt-claim"
@@ -469,18 +470,39 @@ func (r *adoptRun) waitAdopted(ctx context.Context, name string) error {
 	if r.dryRun {
 		return nil
 	}
+	var said string
 	return wait.PollUntilContextCancel(ctx, r.poll, true, func(ctx context.Context) (bool, error) {
 		lv := &thinlvmv1.LogicalVolume{}
 		if err := r.c.Get(ctx, types.NamespacedName{Name: name}, lv); err != nil {
-			return false, client.IgnoreNotFound(err)
+			if apierrors.IsNotFound(err) {
+				return false, fmt.Errorf("logicalvolume/%s is gone: someone deleted it; run adopt again to start over", name)
+			}
+			return false, err
 		}
-		if meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady) {
+		switch {
+		case !lv.DeletionTimestamp.IsZero():
+			return false, fmt.Errorf("logicalvolume/%s is being deleted: the adoption stops here; run adopt again once it is gone", name)
+		case !lv.Spec.Adopt:
+			return false, fmt.Errorf("logicalvolume/%s lost spec.adopt: the cluster's LogicalVolume CRD predates adoption; upgrade thinlvm's CRDs, delete logicalvolume/%s and run adopt again", name, name)
+		case meta.IsStatusConditionTrue(lv.Status.Conditions, thinlvmv1.ConditionReady):
 			return true, nil
 		}
-		if c := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue &&
-			(c.Reason == thinlvmv1.ReasonForeignLV || c.Reason == thinlvmv1.ReasonSourceNotFound || c.Reason == thinlvmv1.ReasonInvalidSpec) {
-			return false, fmt.Errorf("thinlvm's node agent on node %s refuses it (%s): %s; nothing else changed: fix it and run adopt again, or delete logicalvolume/%s to give up (its LV stays TopoLVM's: the agent removes only an LV it took over)",
-				lv.Spec.NodeName, c.Reason, c.Message, name)
+		c := meta.FindStatusCondition(lv.Status.Conditions, thinlvmv1.ConditionFailed)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			return false, nil
+		}
+		switch c.Reason {
+		case thinlvmv1.ReasonForeignLV, thinlvmv1.ReasonInvalidSpec, thinlvmv1.ReasonConflict:
+			// Not retried, and the LV was not taken over: the refusal is
+			// the agent's only step.
+			return false, fmt.Errorf("thinlvm's node agent on node %s refuses it (%s): %s; the LV is TopoLVM's still and its claim unchanged "+
+				"(its persistentvolume is held at reclaim policy Retain, the policy before in its annotation %s): "+
+				"delete logicalvolume/%s (its LV stays: the agent removes only an LV it took over), fix the cause and run adopt again",
+				lv.Spec.NodeName, c.Reason, c.Message, annAdoptReclaim, name)
+		}
+		if c.Message != said { // retried by the agent: say why, and wait
+			said = c.Message
+			r.say("  thinlvm's node agent on node %s: %s (%s); it tries again", lv.Spec.NodeName, c.Message, c.Reason)
 		}
 		return false, nil
 	})
@@ -499,6 +521,14 @@ func (r *adoptRun) finish(ctx context.Context, lv *thinlvmv1.LogicalVolume) erro
 		return fmt.Errorf("logicalvolume/%s's %s: %w", lv.Name, annAdoptVolume, err)
 	}
 	pvName := newPV.Name
+	// First, now that the LV is thinlvm's: TopoLVM's LogicalVolume, whose
+	// deletion would have TopoLVM's node agent remove the LV.
+	from := lv.Annotations[annAdoptFrom]
+	if err := r.step(fmt.Sprintf("remove TopoLVM's logicalvolume/%s, marked for TopoLVM to leave its LV alone", from), func() error {
+		return r.removeTopoLV(ctx, from)
+	}); err != nil {
+		return err
+	}
 	claim := &corev1.PersistentVolumeClaim{}
 	err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: r.claim}, claim)
 	old := &corev1.PersistentVolume{}
@@ -509,6 +539,9 @@ func (r *adoptRun) finish(ctx context.Context, lv *thinlvmv1.LogicalVolume) erro
 		return fmt.Errorf("reading claim %s: %w", r.key(), err)
 	case oldErr != nil && !apierrors.IsNotFound(oldErr):
 		return fmt.Errorf("reading persistentvolume/%s: %w", pvName, oldErr)
+	case err == nil && claim.Spec.VolumeName != pvName:
+		return fmt.Errorf("claim %s was made again by someone else, bound to %q, not persistentvolume/%s: resolve by hand (logicalvolume/%s holds the data)",
+			r.key(), claim.Spec.VolumeName, pvName, lv.Name)
 	case err == nil && oldIsTopo && claim.Spec.VolumeName == pvName:
 		if pods, err := podsUsing(ctx, r.c, r.ns, r.claim); err != nil {
 			return err
@@ -539,12 +572,6 @@ func (r *adoptRun) finish(ctx context.Context, lv *thinlvmv1.LogicalVolume) erro
 	m := &moveRun{mover: r.mover, ns: r.ns, claim: r.claim, prefix: r.prefix}
 	if err := r.step(fmt.Sprintf("make claim %s again in storageclass/%s, bound to persistentvolume/%s", r.key(), *saved.Spec.StorageClassName, pvName), func() error {
 		return m.rebind(ctx, pvName, &saved)
-	}); err != nil {
-		return err
-	}
-	from := lv.Annotations[annAdoptFrom]
-	if err := r.step(fmt.Sprintf("remove TopoLVM's logicalvolume/%s, marked for TopoLVM to leave its LV alone", from), func() error {
-		return r.removeTopoLV(ctx, from)
 	}); err != nil {
 		return err
 	}

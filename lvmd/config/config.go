@@ -212,6 +212,17 @@ func (c *Config) Validate() error {
 		}
 		validateOptions(d, p, add)
 	}
+	thickVGs := map[string]string{}
+	for i := range c.DeviceClasses {
+		d := &c.DeviceClasses[i]
+		if !d.IsThick() {
+			continue
+		}
+		if other, ok := thickVGs[d.VolumeGroup]; ok {
+			add(fmt.Sprintf("deviceClasses[%d].volumeGroup", i), "%q is thick class %s's already: two thick classes of one volume group would hold each other's LVs", d.VolumeGroup, other)
+		}
+		thickVGs[d.VolumeGroup] = d.Name
+	}
 	if defaults > 1 {
 		add("deviceClasses", "%d device classes are marked default: at most one may be", defaults)
 	}

@@ -167,6 +167,10 @@ func TestValidate(t *testing.T) {
 		{name: "thick", modify: func(c *config.Config) {
 			c.DeviceClasses[1] = config.DeviceClass{Name: "b", Type: config.Thick, VolumeGroup: "vg1", SpareGB: 1}
 		}},
+		{name: "two thick classes of one VG", modify: func(c *config.Config) {
+			c.DeviceClasses[0] = config.DeviceClass{Name: "a", Type: config.Thick, VolumeGroup: "vg1"}
+			c.DeviceClasses[1] = config.DeviceClass{Name: "b", Type: config.Thick, VolumeGroup: "vg1"}
+		}, paths: []string{"deviceClasses[1].volumeGroup"}},
 		{name: "type unknown", modify: func(c *config.Config) { c.DeviceClasses[0].Type = "thinn" }, paths: []string{"deviceClasses[0].type"}},
 		{name: "thick with a thin pool's settings", modify: func(c *config.Config) {
 			c.DeviceClasses[1] = config.DeviceClass{Name: "b", Type: config.Thick, VolumeGroup: "vg1", ThinPool: "pool", OverprovisionRatio: 2,

@@ -342,9 +342,19 @@ func (s *lvService) CreateSnapshot(ctx context.Context, req *pb.CreateSnapshotRe
 	return &pb.CreateSnapshotResponse{Volume: vol}, nil
 }
 
+// cowStoreSize is a copy-on-write store that never fills, whatever is
+// rewritten of a source of size bytes: the source's blocks, and the
+// exception store's metadata, 16 bytes per 4 KiB chunk (lvm's default
+// chunk for such snapshots) plus its header, taken as 1/128 of the size
+// and an extent, in whole extents. lvm trims a store larger than it needs.
+func cowStoreSize(size, ext uint64) uint64 {
+	return roundUp(size+size/128+ext, ext)
+}
+
 // cowSnapshot makes the transient snapshot of a thick LV: lvm's
-// copy-on-write kind, read-only, its store as large as the source when the
-// class has the room (it never fills then), else all the room there is: it
+// copy-on-write kind, read-only, its store as large as the source and its
+// metadata when the class has the room (it never fills then,
+// cowStoreSize), else all the room there is: it
 // fills, and lvm invalidates it, only if the source is rewritten more than
 // that while the copy reads it, and the copy fails then. Called with the
 // lock held.
@@ -373,7 +383,7 @@ func (d *Daemon) cowSnapshot(ctx context.Context, r request, req *pb.CreateSnaps
 		return nil, true, err
 	}
 	c := capacity(r.dc, rep)
-	cow := min(roundUp(src.Size, ext), c.AvailableBytes/ext*ext)
+	cow := min(cowStoreSize(src.Size, ext), c.AvailableBytes/ext*ext)
 	if cow == 0 {
 		return nil, true, fmt.Errorf("%w: device class %s has no room for the copy-on-write store of a snapshot of %s (volume group %s: %d bytes free, %d kept spare)",
 			lvm.ErrInsufficientSpace, r.dc.Name, src.Name, r.dc.VolumeGroup, c.VgFreeBytes, r.dc.Spare())
@@ -424,8 +434,17 @@ func (d *Daemon) remove(ctx context.Context, dc *config.DeviceClass, name string
 		return err
 	}
 	d.store.amend(func(rep *lvm.Report) {
+		vg := rep.VG(dc.VolumeGroup)
 		lvs := rep.LVs[:0]
 		for _, lv := range rep.LVs {
+			// A thick LV gives its extents back, and its copy-on-write
+			// snapshots go with it (lvremove removes them).
+			if dc.IsThick() && lv.VG == dc.VolumeGroup && (lv.Name == name || lv.Origin == name && lv.Pool == "") {
+				if vg != nil {
+					vg.Free += lv.Size
+				}
+				continue
+			}
 			if lv.VG == dc.VolumeGroup && lv.Name == name {
 				continue
 			}

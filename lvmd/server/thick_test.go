@@ -149,8 +149,9 @@ func TestThickTransientSnapshot(t *testing.T) {
 	if !snap.GetReadOnly() || snap.GetOrigin() != "src" || snap.GetSizeBytes() != gib/2 || !snap.GetThick() {
 		t.Errorf("transient snapshot %v: want read-only, of src, its 512 MiB", snap)
 	}
-	if call := e.fake.Calls()[len(e.fake.Calls())-1]; !slices.Contains(call, "--snapshot") || call[slices.Index(call, "--size")+1] != "536870912b" {
-		t.Errorf("lvcreate %q: want a copy-on-write store of the source's size", call)
+	// 512 MiB, its metadata (1/128: 4 MiB) and an extent.
+	if call := e.fake.Calls()[len(e.fake.Calls())-1]; !slices.Contains(call, "--snapshot") || call[slices.Index(call, "--size")+1] != "545259520b" {
+		t.Errorf("lvcreate %q: want a copy-on-write store of the source's size and its metadata, 520 MiB", call)
 	}
 	if again, err := transient("t1", "src"); err != nil || again.GetName() != "t1" {
 		t.Errorf("the same snapshot again: %v, %v", again, err)
@@ -166,16 +167,16 @@ func TestThickTransientSnapshot(t *testing.T) {
 		t.Errorf("delta of the snapshot: %v, %v; want the whole 512 MiB", d, err)
 	}
 
-	// 2 GiB free less 1 spare, less 768 MiB: a 768 MiB source's store
-	// gets the 256 MiB left.
+	// 3 GiB less 512 MiB, the 520 MiB store, 768 MiB and the 1 GiB spare: a
+	// 768 MiB source's store gets the 248 MiB left.
 	if _, err := e.lv.CreateLV(ctx, &pb.CreateLVRequest{Name: "big", DeviceClass: "thick", SizeBytes: 768 * mib}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := transient("t2", "big"); err != nil {
 		t.Fatal(err)
 	}
-	if call := e.fake.Calls()[len(e.fake.Calls())-1]; call[slices.Index(call, "--size")+1] != "268435456b" {
-		t.Errorf("lvcreate %q: want a store of the 256 MiB of room", call)
+	if call := e.fake.Calls()[len(e.fake.Calls())-1]; call[slices.Index(call, "--size")+1] != "260046848b" {
+		t.Errorf("lvcreate %q: want a store of the 248 MiB of room", call)
 	}
 	// No room left at all.
 	before := e.fake.Count("lvcreate")

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	thinlvmv1 "github.com/thinlvm/thinlvm/api/v1alpha1"
 	"github.com/thinlvm/thinlvm/internal/testutil"
 	"github.com/thinlvm/thinlvm/lvmd/config"
@@ -340,5 +342,43 @@ func TestAdoptLVThatAppearsLater(t *testing.T) {
 	gone(t, name)
 	if _, ok := l.LVM.GetLV("vg0", name); ok {
 		t.Error("the adopted LV outlived its LogicalVolume")
+	}
+}
+
+// A LogicalVolume deleted while its adoption is not done (the annotation
+// thinlvm.io/adopt-of on it) keeps its LV: the claim's data. The deletion
+// waits, saying why, until the annotation is removed; then it removes the
+// LV as any other.
+func TestAdoptionInProgressKeepsTheLV(t *testing.T) {
+	ctx := context.Background()
+	const name = "pvc-adopt-held"
+	data := bytes.Repeat([]byte("a claim's data "), (1<<20)/15)
+	l := startAdoptLVMD(t, foreignLV{fake.LV{VG: "vg0", Name: name, Pool: "pool0", Size: 16 << 20}, data})
+	node, _ := startAgent(t, l.LVMD)
+	lv := newAdoptLV(name, node, "ssd", "16Mi")
+	lv.Annotations = map[string]string{thinlvmv1.AdoptOfAnnotation: "db/data"}
+	if err := k8sClient.Create(ctx, lv); err != nil {
+		t.Fatal(err)
+	}
+	got := readyLV(t, name)
+	if err := k8sClient.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	c := failedWith(t, name, thinlvmv1.ReasonConflict)
+	if !strings.Contains(c.Message, "holds that claim's data and is kept") || !strings.Contains(c.Message, "db/data") {
+		t.Errorf("the refused deletion says %q", c.Message)
+	}
+	if v, ok := l.LVM.GetLV("vg0", name); !ok || !bytes.Equal(l.Data(t, name), deviceOf(16<<20, data)) {
+		t.Fatalf("the LV of an adoption in progress: %+v (found %v), or its data changed", v, ok)
+	}
+	cur := get(t, name)
+	patch := client.MergeFrom(cur.DeepCopy())
+	delete(cur.Annotations, thinlvmv1.AdoptOfAnnotation)
+	if err := k8sClient.Patch(ctx, cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, name)
+	if _, ok := l.LVM.GetLV("vg0", name); ok {
+		t.Error("the LV outlived its LogicalVolume once the adoption's annotation was gone")
 	}
 }

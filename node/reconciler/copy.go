@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,6 +98,9 @@ func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.Lo
 	if err != nil {
 		return outcome{}, err
 	}
+	if err := r.checkCopyTypes(ctx, lv, from); err != nil {
+		return outcome{}, err
+	}
 	if r.Copier == nil {
 		if from.Spec.NodeName == lv.Spec.NodeName {
 			return outcome{}, refuse(thinlvmv1.ReasonUnsupported, "source LogicalVolume %s is thick, and this agent has no transfer endpoint to copy it through (no transfer endpoint configured)", from.Name)
@@ -127,6 +131,40 @@ func (r *LogicalVolumeReconciler) copyFrom(ctx context.Context, lv *thinlvmv1.Lo
 		r.wake(target.Name)
 	})
 	return outcome{copying: new(state.status())}, nil
+}
+
+// checkCopyTypes refuses a copy from a thin class into a thick one: it
+// writes only what the source maps, and a new thick LV reads what its
+// extents held elsewhere, not zeros. A device class is thin on one node and
+// thick on another only by a mistake in the nodes' lvmd configurations.
+func (r *LogicalVolumeReconciler) checkCopyTypes(ctx context.Context, lv, from *thinlvmv1.LogicalVolume) error {
+	typeOn := func(node, class string) (thinlvmv1.DeviceClassType, error) {
+		ln := &thinlvmv1.LVMNode{}
+		err := r.Client.Get(ctx, types.NamespacedName{Name: node}, ln)
+		if apierrors.IsNotFound(err) && r.APIReader != nil {
+			err = r.APIReader.Get(ctx, types.NamespacedName{Name: node}, ln)
+		}
+		if err != nil {
+			return "", client.IgnoreNotFound(err)
+		}
+		if dc := ln.Status.DeviceClass(class); dc != nil {
+			return dc.Type, nil
+		}
+		return "", nil
+	}
+	here, err := typeOn(lv.Spec.NodeName, lv.Spec.DeviceClass)
+	if err != nil || here != thinlvmv1.DeviceClassThick {
+		return err
+	}
+	there, err := typeOn(from.Spec.NodeName, from.Spec.DeviceClass)
+	if err != nil {
+		return err
+	}
+	if there != thinlvmv1.DeviceClassThick {
+		return refuse(thinlvmv1.ReasonSourceMismatch, "device class %q is thick on node %s and thin on node %s: a copy into a thick LV must write all of it, and one from a thin LV writes only what it maps; give the class one type on every node",
+			lv.Spec.DeviceClass, lv.Spec.NodeName, from.Spec.NodeName)
+	}
+	return nil
 }
 
 // runCopy is a copy job: it opens the copy on the source's node, makes the

@@ -490,3 +490,42 @@ func TestThickSourceWithoutCopierIsUnsupported(t *testing.T) {
 		}
 	}
 }
+
+// A class thick on this node and thin on the source's is refused a copy:
+// it would write only what the thin source maps into an LV that reads
+// what its extents held. Nothing is made.
+func TestCopyFromThinIntoThickIsRefused(t *testing.T) {
+	ctx := context.Background()
+	node, srcNode := newNodeName(), newNodeName()
+	l := startThickLVMD(t)
+	for n, typ := range map[string]thinlvmv1.DeviceClassType{node: thinlvmv1.DeviceClassThick, srcNode: ""} {
+		ln := &thinlvmv1.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if err := k8sClient.Create(ctx, ln); err != nil {
+			t.Fatal(err)
+		}
+		ln.Status.DeviceClasses = []thinlvmv1.DeviceClassStatus{{Name: "ssd", Type: typ, Default: true, VolumeGroup: "vg0"}}
+		if err := k8sClient.Status().Update(ctx, ln); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ln) })
+	}
+	src := newLV("pvc-thin-elsewhere", srcNode, "16Mi")
+	clone := newLV("pvc-thin-elsewhere-clone", node, "16Mi")
+	clone.Spec.Source = &thinlvmv1.VolumeSource{Kind: thinlvmv1.SourceVolume, Name: src.Name}
+	for _, o := range []*thinlvmv1.LogicalVolume{src, clone} {
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &reconciler.LogicalVolumeReconciler{Client: k8sClient, LVMD: l, NodeName: node}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: clone.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(get(t, clone.Name).Status.Conditions, thinlvmv1.ConditionFailed)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != thinlvmv1.ReasonSourceMismatch || !strings.Contains(c.Message, "is thick on node "+node+" and thin on node "+srcNode) {
+		t.Errorf("Failed condition %+v: want SourceMismatch, thick here and thin there", c)
+	}
+	if _, ok := l.LV(t, clone.Name); ok {
+		t.Error("an LV was made for the refused copy")
+	}
+}

@@ -172,7 +172,15 @@ func (r *LogicalVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, nil
 	}
 	if !lv.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, lv)
+		err := r.finalize(ctx, lv)
+		var kept *refusalError
+		if errors.As(err, &kept) {
+			// The LV is kept on purpose (an adoption not done): say why,
+			// and look again later.
+			logger.Info("logical volume deleted, its LV kept", "lv", thinlvmv1.LVName(lv), "reason", kept.reason, "message", kept.msg)
+			return ctrl.Result{RequeueAfter: r.retryAfter()}, r.setStatus(ctx, lv, nil, err)
+		}
+		return ctrl.Result{}, err
 	}
 	// The finalizer goes on before the LV is made: an object deleted in the
 	// middle of a create still gets its LV removed.
@@ -566,6 +574,14 @@ func (r *LogicalVolumeReconciler) finalize(ctx context.Context, lv *thinlvmv1.Lo
 	// LogicalVolume stays (see ownedBy), as if this one had none.
 	name := thinlvmv1.LVName(lv)
 	got, err := r.LVMD.GetLV(ctx, &pb.GetLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass})
+	if claim := lv.Annotations[thinlvmv1.AdoptOfAnnotation]; err == nil && ownedBy(got.GetVolume(), lv) && lv.Spec.Adopt && claim != "" {
+		// Taken over, and the adoption not done: the claim may still be
+		// bound to the other driver's volume of this LV, or about to be
+		// bound to this one. The data stays until the adoption ends or an
+		// administrator removes the annotation.
+		return refuse(thinlvmv1.ReasonConflict, "LV %s was taken over for claim %s, whose adoption is not done: it holds that claim's data and is kept; remove the annotation %s to let the deletion remove it",
+			name, claim, thinlvmv1.AdoptOfAnnotation)
+	}
 	if err == nil && ownedBy(got.GetVolume(), lv) {
 		_, err = r.LVMD.RemoveLV(ctx, &pb.RemoveLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass})
 	}
