@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/thinlvm/thinlvm/api/lvmname"
@@ -176,7 +177,7 @@ func (a *adopter) adoptAll(ctx context.Context, ns string, names []string) error
 	var failed []string
 	for _, k := range keys {
 		cns, name, _ := strings.Cut(k, "/")
-		r := &adoptRun{adopter: a, ns: cns, claim: name}
+		r := &adoptRun{claimRun: claimRun{mover: a.mover, ns: cns, claim: name}, classes: a.classes}
 		if len(keys) > 1 {
 			r.prefix = k + ": "
 		}
@@ -232,26 +233,8 @@ func (a *adopter) topoClaims(ctx context.Context, ns string) ([]string, error) {
 
 // adoptRun is one claim's adoption.
 type adoptRun struct {
-	*adopter
-	ns, claim, prefix string
-}
-
-func (r *adoptRun) key() string { return r.ns + "/" + r.claim }
-
-func (r *adoptRun) say(format string, args ...any) { r.mover.say(r.prefix, format, args...) }
-
-// step does one step and says it is done, or with --dry-run says what it
-// would do.
-func (r *adoptRun) step(what string, do func() error) error {
-	if r.dryRun {
-		r.say("would %s", what)
-		return nil
-	}
-	if err := do(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	r.say("%s: done", what)
-	return nil
+	claimRun
+	classes map[string]string
 }
 
 func (r *adoptRun) run(ctx context.Context) error {
@@ -300,9 +283,9 @@ func (r *adoptRun) run(ctx context.Context) error {
 		verb = "would adopt"
 	}
 	r.say("%s claim %s (persistentvolume/%s, %s): LV %s on node %s into device class %q of storageclass/%s",
-		verb, r.key(), pv.Name, pv.Spec.Capacity.Storage(), lv.Name, lv.Spec.NodeName, lv.Spec.DeviceClass, *r.savedClaim(lv).Spec.StorageClassName)
+		verb, r.key(), pv.Name, pv.Spec.Capacity.Storage(), lv.Name, lv.Spec.NodeName, lv.Spec.DeviceClass, r.classes[ptr.Deref(claim.Spec.StorageClassName, "")])
 	if err := r.step(fmt.Sprintf("hold TopoLVM's persistentvolume/%s at reclaim policy Retain", pv.Name), func() error {
-		return r.hold(ctx, pv.Name)
+		return r.holdAtRetain(ctx, pv.Name, annAdoptReclaim)
 	}); err != nil {
 		return err
 	}
@@ -352,10 +335,7 @@ func (r *adoptRun) plan(ctx context.Context, claim *corev1.PersistentVolumeClaim
 	if volumeID != id || node == "" {
 		return nil, fmt.Errorf("TopoLVM's logicalvolume/%s has volume %q on node %q, persistentvolume/%s names volume %q", pv.Name, volumeID, node, pv.Name, id)
 	}
-	from := ""
-	if claim.Spec.StorageClassName != nil {
-		from = *claim.Spec.StorageClassName
-	}
+	from := ptr.Deref(claim.Spec.StorageClassName, "")
 	to, ok := r.classes[from]
 	if !ok {
 		return nil, fmt.Errorf("claim %s is of TopoLVM's storageclass %q: say which thinlvm StorageClass takes it (--storage-class %s=THINLVM)", r.key(), from, from)
@@ -443,25 +423,6 @@ func (r *adoptRun) plan(ctx context.Context, claim *corev1.PersistentVolumeClaim
 		Spec: thinlvmv1.LogicalVolumeSpec{Name: pv.Name, NodeName: node, DeviceClass: class, Size: size, Adopt: true,
 			AccessType: thinlvmv1.AccessReadWrite, Role: thinlvmv1.RoleVolume},
 	}, nil
-}
-
-func (r *adoptRun) savedClaim(lv *thinlvmv1.LogicalVolume) *corev1.PersistentVolumeClaim {
-	c := &corev1.PersistentVolumeClaim{}
-	_ = json.Unmarshal([]byte(lv.Annotations[annAdoptClaim]), c)
-	return c
-}
-
-// hold sets TopoLVM's volume's reclaim policy to Retain, keeping the one it
-// had in annAdoptReclaim (once: a second run keeps the first's).
-func (r *adoptRun) hold(ctx context.Context, name string) error {
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	return patchFresh(ctx, r.c, pv, func() error {
-		if _, ok := pv.Annotations[annAdoptReclaim]; !ok {
-			metav1.SetMetaDataAnnotation(&pv.ObjectMeta, annAdoptReclaim, string(pv.Spec.PersistentVolumeReclaimPolicy))
-		}
-		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
-		return nil
-	})
 }
 
 // waitAdopted waits until thinlvm's node agent took the LV over (the
@@ -569,9 +530,8 @@ func (r *adoptRun) finish(ctx context.Context, lv *thinlvmv1.LogicalVolume) erro
 	}); err != nil {
 		return err
 	}
-	m := &moveRun{mover: r.mover, ns: r.ns, claim: r.claim, prefix: r.prefix}
 	if err := r.step(fmt.Sprintf("make claim %s again in storageclass/%s, bound to persistentvolume/%s", r.key(), *saved.Spec.StorageClassName, pvName), func() error {
-		return m.rebind(ctx, pvName, &saved)
+		return r.rebind(ctx, pvName, &saved)
 	}); err != nil {
 		return err
 	}
@@ -590,12 +550,6 @@ func (r *adoptRun) finish(ctx context.Context, lv *thinlvmv1.LogicalVolume) erro
 		r.say("claim %s is thinlvm's: logicalvolume/%s on node %s", r.key(), lv.Name, lv.Spec.NodeName)
 	}
 	return nil
-}
-
-// deleteClaim deletes a claim and waits until it is gone.
-func (r *adoptRun) deleteClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
-	m := &moveRun{mover: r.mover, ns: r.ns, claim: r.claim}
-	return m.deleteClaim(ctx, claim)
 }
 
 // deleteTopoPV deletes TopoLVM's volume, held at Retain, and waits until it

@@ -83,7 +83,7 @@ func (m *mover) evacuate(ctx context.Context, node string, to []string, parallel
 		}
 		return fmt.Errorf("reading node %s: %w", node, err)
 	}
-	run := &moveRun{mover: m}
+	run := &claimRun{mover: m}
 	if !n.Spec.Unschedulable {
 		if err := run.step("cordon node "+node, func() error {
 			base := n.DeepCopy()
@@ -112,7 +112,7 @@ func (m *mover) evacuate(ctx context.Context, node string, to []string, parallel
 		sem <- struct{}{} // in order: with --parallel 1, one after the other
 		wg.Go(func() {
 			defer func() { <-sem }()
-			r := &moveRun{mover: m, ns: e.ns, claim: e.claim, to: e.to, prefix: e.ns + "/" + e.claim + ": "}
+			r := &moveRun{claimRun: claimRun{mover: m, ns: e.ns, claim: e.claim, prefix: e.ns + "/" + e.claim + ": "}, to: e.to}
 			if err := r.run(ctx); err != nil {
 				e.result = err.Error()
 			} else if m.dryRun {
@@ -291,7 +291,7 @@ func (m *mover) placeAll(ctx context.Context, node string, to []string, todo []*
 // cloneTarget is the node an earlier run's move of the claim copies to, or
 // "".
 func (m *mover) cloneTarget(ctx context.Context, e *evacuation) string {
-	r := &moveRun{mover: m, ns: e.ns, claim: e.claim}
+	r := &moveRun{claimRun: claimRun{mover: m, ns: e.ns, claim: e.claim}}
 	clone := &corev1.PersistentVolumeClaim{}
 	if err := m.c.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: r.cloneName()}, clone); err != nil || clone.Annotations[annMoveOf] != r.key() {
 		return ""

@@ -121,12 +121,20 @@ func (m *mover) flags(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&m.timeout, "timeout", 0, "Give up waiting after this long (0: wait as long as it takes; run the command again to continue).")
 }
 
+// claimRun is one claim's run of a command that changes it (move,
+// adopt): its lines and steps, and what both do to a claim and its
+// volumes.
+type claimRun struct {
+	*mover
+	ns, claim string
+	// prefix starts each line (evacuate's and adopt's: the claim).
+	prefix string
+}
+
 // moveRun is one claim's move.
 type moveRun struct {
-	*mover
-	ns, claim, to string
-	// prefix starts each line (evacuate's: the claim).
-	prefix string
+	claimRun
+	to string
 	// stopped are the workloads a dry run would stop.
 	stopped []workload
 }
@@ -137,14 +145,14 @@ func (m *mover) move(ctx context.Context, ns, claim, to string) error {
 		ctx, cancel = context.WithTimeout(ctx, m.timeout)
 		defer cancel()
 	}
-	return (&moveRun{mover: m, ns: ns, claim: claim, to: to}).run(ctx)
+	return (&moveRun{claimRun: claimRun{mover: m, ns: ns, claim: claim}, to: to}).run(ctx)
 }
 
-func (r *moveRun) say(format string, args ...any) { r.mover.say(r.prefix, format, args...) }
+func (r *claimRun) say(format string, args ...any) { r.mover.say(r.prefix, format, args...) }
 
 // step does one step and says it is done, or with --dry-run says what it
 // would do.
-func (r *moveRun) step(what string, do func() error) error {
+func (r *claimRun) step(what string, do func() error) error {
 	if r.dryRun {
 		r.say("would %s", what)
 		return nil
@@ -156,7 +164,7 @@ func (r *moveRun) step(what string, do func() error) error {
 	return nil
 }
 
-func (r *moveRun) key() string { return r.ns + "/" + r.claim }
+func (r *claimRun) key() string { return r.ns + "/" + r.claim }
 
 // cloneName is the clone claim's name: the same for every run of a claim's
 // move, so that a run finds the last one's.
@@ -341,9 +349,16 @@ func (r *moveRun) checkTarget(ctx context.Context, lv *thinlvmv1.LogicalVolume) 
 // hold sets a PersistentVolume's reclaim policy to Retain, keeping the one
 // it had in annMoveReclaim (once: a second run keeps the first's).
 func (r *moveRun) hold(ctx context.Context, name string) error {
+	return r.holdAtRetain(ctx, name, annMoveReclaim)
+}
+
+// holdAtRetain sets a PersistentVolume's reclaim policy to Retain, keeping
+// the one it had in the annotation ann (once: a second run keeps the
+// first's).
+func (r *claimRun) holdAtRetain(ctx context.Context, name, ann string) error {
 	return r.patchPV(ctx, name, func(pv *corev1.PersistentVolume) {
-		if _, ok := pv.Annotations[annMoveReclaim]; !ok {
-			metav1.SetMetaDataAnnotation(&pv.ObjectMeta, annMoveReclaim, string(pv.Spec.PersistentVolumeReclaimPolicy))
+		if _, ok := pv.Annotations[ann]; !ok {
+			metav1.SetMetaDataAnnotation(&pv.ObjectMeta, ann, string(pv.Spec.PersistentVolumeReclaimPolicy))
 		}
 		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 	})
@@ -364,7 +379,7 @@ func (r *moveRun) release(ctx context.Context, name string) error {
 
 // patchPV changes a PersistentVolume as it is now: the PV controller
 // writes it too (its phase), so a conflict reads it again.
-func (r *moveRun) patchPV(ctx context.Context, name string, change func(*corev1.PersistentVolume)) error {
+func (r *claimRun) patchPV(ctx context.Context, name string, change func(*corev1.PersistentVolume)) error {
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	return patchFresh(ctx, r.c, pv, func() error {
 		change(pv)
@@ -575,7 +590,7 @@ func (r *moveRun) finish(ctx context.Context, newPV, oldPV string) error {
 }
 
 // deleteClaim deletes a claim and waits until it is gone.
-func (r *moveRun) deleteClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
+func (r *claimRun) deleteClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
 	if err := r.c.Delete(ctx, claim, client.Preconditions{UID: &claim.UID}); client.IgnoreNotFound(err) != nil {
 		return err
 	}
@@ -592,7 +607,7 @@ func (r *moveRun) deleteClaim(ctx context.Context, claim *corev1.PersistentVolum
 // rebind points the new volume at the claim's name (pre-bound: no UID) and
 // makes the claim again with that volume, then waits until the two are
 // bound.
-func (r *moveRun) rebind(ctx context.Context, pvName string, saved *corev1.PersistentVolumeClaim) error {
+func (r *claimRun) rebind(ctx context.Context, pvName string, saved *corev1.PersistentVolumeClaim) error {
 	if err := r.patchPV(ctx, pvName, func(pv *corev1.PersistentVolume) {
 		if ref := pv.Spec.ClaimRef; ref == nil || ref.Namespace != r.ns || ref.Name != r.claim {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: r.ns, Name: r.claim}

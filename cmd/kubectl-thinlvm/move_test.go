@@ -337,7 +337,7 @@ func TestMoveStopsAVirtualMachine(t *testing.T) {
 		t.Errorf("the old volume: reclaim policy %s, annotations %v; want Retain, and Delete kept", pv.Spec.PersistentVolumeReclaimPolicy, pv.Annotations)
 	}
 	clone := &corev1.PersistentVolumeClaim{}
-	name := (&moveRun{ns: "moving", claim: "bare"}).cloneName()
+	name := (&moveRun{claimRun: claimRun{ns: "moving", claim: "bare"}}).cloneName()
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "moving", Name: name}, clone); err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestStopAndStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cfg.Delete(ctx, vm) })
-	one, two := &moveRun{mover: m, ns: "moving", claim: "db"}, &moveRun{mover: m, ns: "moving", claim: "web"}
+	one, two := &moveRun{claimRun: claimRun{mover: m, ns: "moving", claim: "db"}}, &moveRun{claimRun: claimRun{mover: m, ns: "moving", claim: "web"}}
 	for _, w := range []workload{{d}, {vm}} {
 		for _, r := range []*moveRun{one, two} {
 			if err := r.stop(ctx, w); err != nil {
