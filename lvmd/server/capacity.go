@@ -247,3 +247,12 @@ func useMetadata(r *lvm.Report, vgName string, bytes uint64) {
 		vg.MetadataAreaFree -= min(vg.MetadataAreaFree, bytes)
 	}
 }
+
+// useExtents lowers vg's free space in an amended view by what a thick LV,
+// its growth or a copy-on-write store lvm confirmed took, so that creates
+// that follow before the next report decide on no more room than there is.
+func useExtents(r *lvm.Report, vgName string, bytes uint64) {
+	if vg := r.VG(vgName); vg != nil {
+		vg.Free -= min(vg.Free, bytes)
+	}
+}

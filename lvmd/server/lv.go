@@ -219,8 +219,8 @@ func (s *lvService) CreateLV(ctx context.Context, req *pb.CreateLVRequest) (*pb.
 		}
 		d.store.amend(func(rep *lvm.Report) {
 			rep.LVs = append(rep.LVs, lv)
-			if vg := rep.VG(r.dc.VolumeGroup); vg != nil && r.dc.IsThick() {
-				vg.Free -= min(vg.Free, size)
+			if r.dc.IsThick() {
+				useExtents(rep, r.dc.VolumeGroup, size)
 			}
 			useMetadata(rep, r.dc.VolumeGroup, meta)
 		})
@@ -400,9 +400,7 @@ func (d *Daemon) cowSnapshot(ctx context.Context, r request, req *pb.CreateSnaps
 		Path: d.devicePath(r.dc.VolumeGroup, r.name)}
 	d.store.amend(func(rep *lvm.Report) {
 		rep.LVs = append(rep.LVs, lv)
-		if vg := rep.VG(r.dc.VolumeGroup); vg != nil {
-			vg.Free -= min(vg.Free, cow)
-		}
+		useExtents(rep, r.dc.VolumeGroup, cow)
 		useMetadata(rep, r.dc.VolumeGroup, meta)
 	})
 	return d.toProto(r.dc, &lv), true, nil
@@ -419,8 +417,8 @@ func (d *Daemon) extend(ctx context.Context, dc *config.DeviceClass, name string
 		if lv == nil {
 			return
 		}
-		if vg := rep.VG(dc.VolumeGroup); vg != nil && dc.IsThick() && size > lv.Size {
-			vg.Free -= min(vg.Free, size-lv.Size)
+		if dc.IsThick() && size > lv.Size {
+			useExtents(rep, dc.VolumeGroup, size-lv.Size)
 		}
 		lv.Size = size
 	})
