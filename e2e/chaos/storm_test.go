@@ -441,7 +441,7 @@ func (s *storm) operate(i int) {
 			}
 			defer s.idle(src)
 			sn := &snap{name: s.name("snap"), source: src, node: src.node, sum: src.sum}
-			obj := volumeSnapshot(sn.name, src.name)
+			obj := cluster.VolumeSnapshot(sn.name, src.name)
 			watched = append(watched, obj)
 			if err := createObject(obj); err != nil {
 				return err
@@ -507,7 +507,7 @@ func (s *storm) operate(i int) {
 			if sn == nil {
 				return errSkip
 			}
-			obj := volumeSnapshot(sn.name, "")
+			obj := cluster.VolumeSnapshot(sn.name, "")
 			watched = append(watched, obj)
 			if err := deleteAndWait(obj, s.sz.opTimeout); err != nil {
 				s.mu.Lock()
@@ -551,20 +551,9 @@ func (s *storm) idle(v *vol) {
 	s.mu.Unlock()
 }
 
-func volumeSnapshot(name, source string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
-		"metadata": map[string]any{"name": name, "namespace": "default"},
-	}}
-	if source != "" {
-		u.Object["spec"] = map[string]any{"volumeSnapshotClassName": cluster.SnapshotClass, "source": map[string]any{"persistentVolumeClaimName": source}}
-	}
-	return u
-}
-
 func waitSnapshot(name string, timeout time.Duration) error {
 	return tb.WaitFor(ctx, "snapshot "+name+" ready", timeout, func() (bool, error) {
-		u := volumeSnapshot(name, "")
+		u := cluster.VolumeSnapshot(name, "")
 		if err := tb.Client.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
 			return false, nil //nolint:nilerr // the API server may be restarting
 		}
@@ -795,11 +784,11 @@ func (s *storm) probeOnce(target, node string) (done time.Time, err error) {
 	}
 	switch target {
 	case "csi-snapshotter":
-		if err := createObject(volumeSnapshot(name, name)); err != nil {
+		if err := createObject(cluster.VolumeSnapshot(name, name)); err != nil {
 			return done, err
 		}
 		defer func() {
-			if err := deleteAndWait(volumeSnapshot(name, ""), timeout); err != nil {
+			if err := deleteAndWait(cluster.VolumeSnapshot(name, ""), timeout); err != nil {
 				s.t.Errorf("probe snapshot %s: %v", name, err)
 			}
 		}()
@@ -1112,7 +1101,7 @@ func (s *storm) cleanup() {
 	snaps := slices.Collect(maps.Keys(s.snaps))
 	s.mu.Unlock()
 	for _, n := range snaps {
-		if err := deleteAndWait(volumeSnapshot(n, ""), 3*time.Minute); err != nil {
+		if err := deleteAndWait(cluster.VolumeSnapshot(n, ""), 3*time.Minute); err != nil {
 			s.t.Error(err)
 		}
 	}

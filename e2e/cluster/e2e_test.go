@@ -236,11 +236,7 @@ func TestSnapshotAndRestoreOnTheVMNode(t *testing.T) {
 	if pvNode(pv) != vmNode {
 		t.Fatalf("origin on %s", pvNode(pv))
 	}
-	snap := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
-		"metadata": map[string]any{"name": "origin-snap", "namespace": "default"},
-		"spec":     map[string]any{"volumeSnapshotClassName": "thinlvm", "source": map[string]any{"persistentVolumeClaimName": "origin"}},
-	}}
+	snap := cluster.VolumeSnapshot("origin-snap", "origin")
 	create(t, snap)
 	waitFor(t, "the snapshot to be ready", 3*time.Minute, func() (bool, error) {
 		err := k.Client.Get(ctx, client.ObjectKeyFromObject(snap), snap)

@@ -6,8 +6,23 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 )
+
+// VolumeSnapshot is a VolumeSnapshot in "default" of the claim, in the
+// test bed's class (SnapshotClass); with claim empty, a reference to one by
+// name alone (to get or delete it).
+func VolumeSnapshot(name, claim string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+		"metadata": map[string]any{"name": name, "namespace": "default"},
+	}}
+	if claim != "" {
+		u.Object["spec"] = map[string]any{"volumeSnapshotClassName": SnapshotClass, "source": map[string]any{"persistentVolumeClaimName": claim}}
+	}
+	return u
+}
 
 // Claim is a ReadWriteOnce claim in "default"; with block true, a raw
 // block volume.

@@ -12,27 +12,13 @@ import (
 	pb "github.com/thinlvm/thinlvm/lvmd/proto"
 )
 
-// vgFree is what vgs says of a VG's free bytes.
-func vgFree(t *testing.T, vg string) uint64 {
-	t.Helper()
-	out, err := testVM.Run(testContext(t), "lvm", "vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_free", vg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	free, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
-	if err != nil {
-		t.Fatalf("vgs vg_free %q: %v", out, err)
-	}
-	return free
-}
-
 // thickMatchesLVM waits until lvmd's capacity of the thick class is what
 // vgs and lvs say: the VG's free space less the 1 GiB spare, and the
 // class's LVs.
 func thickMatchesLVM(t *testing.T, lvCount uint32, allocated uint64) {
 	t.Helper()
 	eventually(t, 30*time.Second, func() string {
-		free := vgFree(t, "vg0")
+		free := factsOf(t, "vg0", "pool0").vgFree
 		c := capacityOf(t, "thick")
 		if c.GetType() != "thick" || c.GetVgFreeBytes() != free || c.GetAvailableBytes() != free-gib || c.GetLvCount() != lvCount || c.GetVirtualBytes() != allocated {
 			return fmt.Sprintf("lvmd says %v; vgs says %d free, want %d LVs of %d bytes", c, free, lvCount, allocated)

@@ -68,11 +68,7 @@ func TestRestoreOnAnotherNode(t *testing.T) {
 	want, _, _ = strings.Cut(want, " ")
 	unpublish()
 
-	snap := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
-		"metadata": map[string]any{"name": "fs-snap", "namespace": "default"},
-		"spec":     map[string]any{"volumeSnapshotClassName": cluster.SnapshotClass, "source": map[string]any{"persistentVolumeClaimName": "fs-src"}},
-	}}
+	snap := cluster.VolumeSnapshot("fs-snap", "fs-src")
 	if err := tb.Client.Create(ctx, snap); err != nil {
 		t.Fatal(err)
 	}

@@ -40,11 +40,7 @@ func TestThickMove(t *testing.T) {
 	want := checksum(t, nodeA, src.Status.VolumeID)
 
 	// A snapshot is refused before anything is made.
-	snap := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
-		"metadata": map[string]any{"name": "thick-snap", "namespace": "default"},
-		"spec":     map[string]any{"volumeSnapshotClassName": cluster.SnapshotClass, "source": map[string]any{"persistentVolumeClaimName": "thick-src"}},
-	}}
+	snap := cluster.VolumeSnapshot("thick-snap", "thick-src")
 	if err := tb.Client.Create(ctx, snap); err != nil {
 		t.Fatal(err)
 	}
