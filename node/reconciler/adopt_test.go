@@ -156,35 +156,11 @@ func TestAdoptThinLV(t *testing.T) {
 	if err := k8sClient.Create(ctx, newAdoptLV(name, node, "", "12Mi")); err != nil {
 		t.Fatal(err)
 	}
-	got := readyLV(t, name)
-	if got.Status.VolumeID != name || got.Status.CurrentSize == nil || got.Status.CurrentSize.Cmp(resource.MustParse("16Mi")) != 0 {
-		t.Errorf("status %+v: want volume %s at the LV's 16Mi", got.Status, name)
-	}
+	got := checkAdopted(t, l, name, "vg0", "pool0", data)
 	if c := meta.FindStatusCondition(got.Status.Conditions, thinlvmv1.ConditionFailed); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Failed condition %+v", c)
 	}
-	v, ok := l.LVM.GetLV("vg0", name)
-	if !ok || v.Pool != "pool0" || v.Size != 16<<20 || !slices.Equal(v.Tags, adoptedTags(name)) {
-		t.Errorf("the LV after the adoption: %+v (found %v); want it in pool0, 16 MiB, tagged %v", v, ok, adoptedTags(name))
-	}
-	if !bytes.Equal(l.Data(t, name), deviceOf(16<<20, data)) {
-		t.Error("the adopted LV's data changed")
-	}
-	if l.Count("AdoptLV") == 0 {
-		t.Error("the agent never called AdoptLV")
-	}
-	noneMade(t, l)
-
-	if err := k8sClient.Delete(ctx, got); err != nil {
-		t.Fatal(err)
-	}
-	gone(t, name)
-	if v, ok := l.LVM.GetLV("vg0", name); ok {
-		t.Errorf("the adopted LV %+v outlived its LogicalVolume", v)
-	}
-	if _, err := os.Stat(l.devicePath("vg0", name)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the adopted LV's device: %v, want it removed", err)
-	}
+	deleteAdopted(t, l, got, "vg0")
 }
 
 // A thick class adopts a linear LV of its VG the same way.
@@ -197,16 +173,26 @@ func TestAdoptThickLV(t *testing.T) {
 	if err := k8sClient.Create(ctx, newAdoptLV(name, node, "thick", "16Mi")); err != nil {
 		t.Fatal(err)
 	}
-	got := readyLV(t, name)
-	if got.Status.VolumeID != name || got.Status.CurrentSize == nil || got.Status.CurrentSize.Cmp(resource.MustParse("16Mi")) != 0 {
-		t.Errorf("status %+v: want volume %s at 16Mi", got.Status, name)
-	}
-	v, ok := l.LVM.GetLV("vg1", name)
-	if !ok || v.Pool != "" || v.Size != 16<<20 || !slices.Equal(v.Tags, adoptedTags(name)) {
-		t.Errorf("the LV after the adoption: %+v (found %v); want it linear, 16 MiB, tagged %v", v, ok, adoptedTags(name))
-	}
+	got := checkAdopted(t, l, name, "vg1", "", data)
 	if pv, ok := l.LV(t, name); !ok || !pv.GetThick() || pv.GetDeviceClass() != "thick" {
 		t.Errorf("lvmd's view of the adopted LV: %v; want a thick LV of class thick", pv)
+	}
+	deleteAdopted(t, l, got, "vg1")
+}
+
+// checkAdopted waits until the LogicalVolume name took over its 16 MiB LV
+// in vg (in pool; "" for a linear LV) and checks the takeover: Ready at the
+// LV's size, the LV tagged thinlvm's and the object's, its data (data at
+// its start) untouched, AdoptLV called and nothing made or grown.
+func checkAdopted(t *testing.T, l *adoptLVMD, name, vg, pool string, data []byte) *thinlvmv1.LogicalVolume {
+	t.Helper()
+	got := readyLV(t, name)
+	if got.Status.VolumeID != name || got.Status.CurrentSize == nil || got.Status.CurrentSize.Cmp(resource.MustParse("16Mi")) != 0 {
+		t.Errorf("status %+v: want volume %s at the LV's 16Mi", got.Status, name)
+	}
+	v, ok := l.LVM.GetLV(vg, name)
+	if !ok || v.Pool != pool || v.Size != 16<<20 || !slices.Equal(v.Tags, adoptedTags(name)) {
+		t.Errorf("the LV after the adoption: %+v (found %v); want it in pool %q (none: linear), 16 MiB, tagged %v", v, ok, pool, adoptedTags(name))
 	}
 	if !bytes.Equal(l.Data(t, name), deviceOf(16<<20, data)) {
 		t.Error("the adopted LV's data changed")
@@ -215,15 +201,21 @@ func TestAdoptThickLV(t *testing.T) {
 		t.Error("the agent never called AdoptLV")
 	}
 	noneMade(t, l)
+	return got
+}
 
-	if err := k8sClient.Delete(ctx, got); err != nil {
+// deleteAdopted deletes an adopted LogicalVolume and checks that its LV
+// in vg went with it: it is thinlvm's.
+func deleteAdopted(t *testing.T, l *adoptLVMD, lv *thinlvmv1.LogicalVolume, vg string) {
+	t.Helper()
+	if err := k8sClient.Delete(context.Background(), lv); err != nil {
 		t.Fatal(err)
 	}
-	gone(t, name)
-	if v, ok := l.LVM.GetLV("vg1", name); ok {
+	gone(t, lv.Name)
+	if v, ok := l.LVM.GetLV(vg, lv.Name); ok {
 		t.Errorf("the adopted LV %+v outlived its LogicalVolume", v)
 	}
-	if _, err := os.Stat(l.devicePath("vg1", name)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(l.devicePath(vg, lv.Name)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the adopted LV's device: %v, want it removed", err)
 	}
 }
@@ -325,24 +317,7 @@ func TestAdoptLVThatAppearsLater(t *testing.T) {
 	data := []byte("made by another driver after the LogicalVolume")
 	writeDevice(t, l.devicePath("vg0", name), 16<<20, data)
 	l.LVM.AddLV(fake.LV{VG: "vg0", Name: name, Pool: "pool0", Size: 16 << 20})
-	got := readyLV(t, name)
-	if got.Status.VolumeID != name || got.Status.CurrentSize == nil || got.Status.CurrentSize.Value() != 16<<20 {
-		t.Errorf("status %+v", got.Status)
-	}
-	if v, ok := l.LVM.GetLV("vg0", name); !ok || !slices.Equal(v.Tags, adoptedTags(name)) {
-		t.Errorf("the LV after the adoption: %+v (found %v)", v, ok)
-	}
-	if !bytes.Equal(l.Data(t, name), deviceOf(16<<20, data)) {
-		t.Error("the adopted LV's data changed")
-	}
-	noneMade(t, l)
-	if err := k8sClient.Delete(ctx, got); err != nil {
-		t.Fatal(err)
-	}
-	gone(t, name)
-	if _, ok := l.LVM.GetLV("vg0", name); ok {
-		t.Error("the adopted LV outlived its LogicalVolume")
-	}
+	deleteAdopted(t, l, checkAdopted(t, l, name, "vg0", "pool0", data), "vg0")
 }
 
 // A LogicalVolume deleted while its adoption is not done (the annotation
