@@ -479,16 +479,7 @@ func TestThickSourceWithoutCopierIsUnsupported(t *testing.T) {
 	if _, ok := l.LV(t, clone.Name); ok {
 		t.Error("an LV was made for the refused clone")
 	}
-	for _, name := range []string{clone.Name, src.Name} {
-		o := get(t, name)
-		o.Finalizers = nil
-		if err := k8sClient.Update(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		if err := k8sClient.Delete(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	forceDelete(t, clone.Name, src.Name)
 }
 
 // A class thick on this node and thin on the source's is refused a copy:
@@ -528,4 +519,5 @@ func TestCopyFromThinIntoThickIsRefused(t *testing.T) {
 	if _, ok := l.LV(t, clone.Name); ok {
 		t.Error("an LV was made for the refused copy")
 	}
+	forceDelete(t, clone.Name, src.Name)
 }

@@ -129,6 +129,22 @@ func readyLV(t *testing.T, name string) *thinlvmv1.LogicalVolume {
 	return lv
 }
 
+// forceDelete deletes LogicalVolumes no agent finalizes: their finalizers
+// dropped first.
+func forceDelete(t *testing.T, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		o := get(t, name)
+		o.Finalizers = nil
+		if err := k8sClient.Update(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8sClient.Delete(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func gone(t *testing.T, name string) {
 	t.Helper()
 	testutil.Eventually(t, name+" to be deleted", func() bool {
@@ -441,16 +457,7 @@ func TestForgedSourceVolumeIDIsIgnored(t *testing.T) {
 	if !ok || lv.GetOrigin() != "pvc-honest-src" {
 		t.Errorf("the clone %v was made from %q, want pvc-honest-src", ok, lv.GetOrigin())
 	}
-	for _, name := range []string{"pvc-forged-clone", "pvc-honest-src"} {
-		o := get(t, name)
-		o.Finalizers = nil
-		if err := k8sClient.Update(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		if err := k8sClient.Delete(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	forceDelete(t, "pvc-forged-clone", "pvc-honest-src")
 }
 
 // Two LogicalVolumes whose names derive to one LV name never share it:
