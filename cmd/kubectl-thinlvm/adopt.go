@@ -160,13 +160,16 @@ func (a *adopter) adoptAll(ctx context.Context, ns string, names []string) error
 		ctx, cancel = context.WithTimeout(ctx, a.timeout)
 		defer cancel()
 	}
+	begun, err := a.begun(ctx)
+	if err != nil {
+		return err
+	}
 	keys := make([]string, 0, len(names))
 	for _, n := range names {
 		keys = append(keys, ns+"/"+n)
 	}
 	if len(names) == 0 {
-		var err error
-		if keys, err = a.topoClaims(ctx, ns); err != nil {
+		if keys, err = a.topoClaims(ctx, ns, begun); err != nil {
 			return err
 		}
 		if len(keys) == 0 {
@@ -177,7 +180,7 @@ func (a *adopter) adoptAll(ctx context.Context, ns string, names []string) error
 	var failed []string
 	for _, k := range keys {
 		cns, name, _ := strings.Cut(k, "/")
-		r := &adoptRun{claimRun: claimRun{mover: a.mover, ns: cns, claim: name}, classes: a.classes}
+		r := &adoptRun{claimRun: claimRun{mover: a.mover, ns: cns, claim: name}, classes: a.classes, begun: begun[k]}
 		if len(keys) > 1 {
 			r.prefix = k + ": "
 		}
@@ -192,9 +195,25 @@ func (a *adopter) adoptAll(ctx context.Context, ns string, names []string) error
 	return nil
 }
 
+// begun are the LogicalVolumes of the adoptions earlier runs began, by
+// claim ("namespace/name").
+func (a *adopter) begun(ctx context.Context) (map[string]*thinlvmv1.LogicalVolume, error) {
+	lvs := &thinlvmv1.LogicalVolumeList{}
+	if err := a.c.List(ctx, lvs); err != nil {
+		return nil, fmt.Errorf("listing LogicalVolumes: %w", err)
+	}
+	begun := map[string]*thinlvmv1.LogicalVolume{}
+	for i := range lvs.Items {
+		if k := lvs.Items[i].Annotations[annAdoptOf]; k != "" {
+			begun[k] = &lvs.Items[i]
+		}
+	}
+	return begun, nil
+}
+
 // topoClaims are the claims ("namespace/name") of ns bound to TopoLVM's
 // volumes, and those whose adoption has begun.
-func (a *adopter) topoClaims(ctx context.Context, ns string) ([]string, error) {
+func (a *adopter) topoClaims(ctx context.Context, ns string, begun map[string]*thinlvmv1.LogicalVolume) ([]string, error) {
 	pvs := &corev1.PersistentVolumeList{}
 	if err := a.c.List(ctx, pvs); err != nil {
 		return nil, fmt.Errorf("listing PersistentVolumes: %w", err)
@@ -218,12 +237,8 @@ func (a *adopter) topoClaims(ctx context.Context, ns string) ([]string, error) {
 			keys = append(keys, k)
 		}
 	}
-	lvs := &thinlvmv1.LogicalVolumeList{}
-	if err := a.c.List(ctx, lvs); err != nil {
-		return nil, fmt.Errorf("listing LogicalVolumes: %w", err)
-	}
-	for _, lv := range lvs.Items {
-		if k := lv.Annotations[annAdoptOf]; k != "" && (ns == "" || strings.HasPrefix(k, ns+"/")) {
+	for k := range begun {
+		if ns == "" || strings.HasPrefix(k, ns+"/") {
 			keys = append(keys, k)
 		}
 	}
@@ -235,18 +250,17 @@ func (a *adopter) topoClaims(ctx context.Context, ns string) ([]string, error) {
 type adoptRun struct {
 	claimRun
 	classes map[string]string
+	// begun is the LogicalVolume of the adoption an earlier run began, or
+	// nil.
+	begun *thinlvmv1.LogicalVolume
 }
 
 func (r *adoptRun) run(ctx context.Context) error {
-	begun, err := r.begun(ctx)
-	if err != nil {
-		return err
-	}
-	if begun != nil {
-		if err := r.waitAdopted(ctx, begun.Name); err != nil {
+	if r.begun != nil {
+		if err := r.waitAdopted(ctx, r.begun.Name); err != nil {
 			return err
 		}
-		return r.finish(ctx, begun)
+		return r.finish(ctx, r.begun)
 	}
 	claim := &corev1.PersistentVolumeClaim{}
 	if err := r.c.Get(ctx, types.NamespacedName{Namespace: r.ns, Name: r.claim}, claim); err != nil {
@@ -298,21 +312,6 @@ func (r *adoptRun) run(ctx context.Context) error {
 		return err
 	}
 	return r.finish(ctx, lv)
-}
-
-// begun is the LogicalVolume of an adoption of the claim begun by an
-// earlier run, or nil.
-func (r *adoptRun) begun(ctx context.Context) (*thinlvmv1.LogicalVolume, error) {
-	lvs := &thinlvmv1.LogicalVolumeList{}
-	if err := r.c.List(ctx, lvs); err != nil {
-		return nil, fmt.Errorf("listing LogicalVolumes: %w", err)
-	}
-	for i := range lvs.Items {
-		if lvs.Items[i].Annotations[annAdoptOf] == r.key() {
-			return &lvs.Items[i], nil
-		}
-	}
-	return nil, nil
 }
 
 // plan checks what the adoption needs and returns the LogicalVolume that
